@@ -1,0 +1,104 @@
+"""Attention-pattern evolution: each head's mean pattern over a fixed probe, across checkpoints.
+
+Every example shares one layout, so positions align and a mean over examples is meaningful.
+`evolution` gives the full mean patterns (query x key) per step; `segments` gives the
+decision position's attention mass on each segment (BOS, B, SEP, z, SEP2, A, EOS), which is
+a sum over the decision row of the same mean pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+from transformer_lens.utilities import get_act_name
+
+from interp.analysis.common import (
+    group_examples,
+    head_name,
+    probe_groups,
+    segment_names,
+    select_steps,
+    steps_progress,
+)
+from interp.runs import Run
+from interp.task import Task
+
+DEFAULT_GROUPS = 32
+
+
+@torch.no_grad()
+def mean_patterns(
+    model: nn.Module, tokens: Int[Tensor, "n seq"], chunk_size: int = 1024
+) -> Float[Tensor, "layer head query key"]:
+    """Mean of hook_pattern over `tokens`, for every layer."""
+    n_layers = model.cfg.n_layers
+    names = [get_act_name("pattern", l) for l in range(n_layers)]
+    device = next(model.parameters()).device
+    total = None
+    with torch.no_grad():
+        for start in range(0, len(tokens), chunk_size):
+            _, cache = model.run_with_cache(tokens[start : start + chunk_size].to(device),
+                                            names_filter=lambda n: n in names)
+            summed = torch.stack([cache[name].sum(0) for name in names]).double().cpu()
+            total = summed if total is None else total + summed
+    return (total / len(tokens)).float()
+
+
+def probe_tokens(task: Task, n_groups: int | None, seed: int) -> Tensor:
+    return task.tokens[group_examples(task, probe_groups(task, n_groups, seed))]
+
+
+def _pattern_frame(step: int, patterns: Tensor) -> pd.DataFrame:
+    n_layers, n_heads, t, _ = patterns.shape
+    layer, head, query, key = np.meshgrid(
+        np.arange(n_layers), np.arange(n_heads), np.arange(t), np.arange(t), indexing="ij"
+    )
+    df = pd.DataFrame({
+        "step": step,
+        "layer": layer.ravel(),
+        "head": head.ravel(),
+        "query": query.ravel(),
+        "key": key.ravel(),
+        "weight": patterns.numpy().ravel(),
+    })
+    df["head_name"] = "L" + df["layer"].astype(str) + "H" + df["head"].astype(str)
+    return df
+
+
+def at_step(run: Run, step: int, n_groups: int | None = DEFAULT_GROUPS, device: str = "cpu") -> pd.DataFrame:
+    tokens = probe_tokens(run.task, n_groups, run.spec.seed)
+    return _pattern_frame(step, mean_patterns(run.model(step, device=device), tokens))
+
+
+def evolution(
+    run: Run,
+    steps: int | str | Iterable | None = None,
+    n_groups: int | None = DEFAULT_GROUPS,
+    device: str = "cpu",
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Tidy: one row per (step, layer, head, query, key) with the mean attention `weight`."""
+    chosen = [s for s, _ in select_steps(run, steps)]
+    frames = [at_step(run, s, n_groups, device) for s in steps_progress(chosen, "attention", progress)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def segments(patterns: pd.DataFrame, task: Task) -> pd.DataFrame:
+    """Decision-position attention mass per segment, from an `evolution` table."""
+    names = segment_names(task)
+    row = patterns[patterns["query"] == task.layout.decision_pos].copy()
+    row["segment"] = [names[k] for k in row["key"]]
+    out = row.groupby(["step", "layer", "head", "head_name", "segment"], as_index=False, sort=False)["weight"].sum()
+    out = out.rename(columns={"weight": "mass"})
+    order = {name: i for i, name in enumerate(task.layout.segments)}
+    out["order"] = out["segment"].map(order)
+    return out.sort_values(["step", "layer", "head", "order"]).drop(columns="order").reset_index(drop=True)
+
+
+def head_names_of(n_layers: int, n_heads: int) -> list[str]:
+    return [head_name(l, h) for l in range(n_layers) for h in range(n_heads)]

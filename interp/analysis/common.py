@@ -1,0 +1,107 @@
+"""What every analysis shares: choosing steps and probe examples, naming heads and positions."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from interp.errors import InterpError
+from interp.runs import Run
+from interp.seeding import torch_generator
+from interp.task import Task
+from interp.transition import tau
+
+# Relative steps of the ablation analysis (SPEC section 5): multiples of tau.
+RELATIVE_STEPS = {"pre": 0.25, "mid": 1.0, "post": 2.0}
+
+
+def head_name(layer: int, head: int) -> str:
+    return f"L{layer}H{head}"
+
+
+def segment_names(task: Task) -> list[str]:
+    """The segment each position belongs to (BOS, B, SEP, z, SEP2, A, EOS)."""
+    names = [""] * task.layout.length
+    for name, (start, stop) in task.layout.segments.items():
+        for p in range(start, stop):
+            names[p] = name
+    return names
+
+
+def saved_steps(run: Run) -> list[int]:
+    steps = run.steps
+    if not steps:
+        raise InterpError(f"run {run.path} has no saved checkpoints to analyse")
+    return steps
+
+
+def snap_to_saved(run: Run, target: float) -> int:
+    """The saved step nearest to `target` (ties go to the earlier step)."""
+    steps = saved_steps(run)
+    i = bisect.bisect_left(steps, target)
+    near = steps[max(0, i - 1) : i + 1]
+    return min(near, key=lambda s: (abs(s - target), s))
+
+
+def select_steps(run: Run, steps: int | str | Iterable | None = None) -> list[tuple[int, str]]:
+    """Resolve a step request to (saved step, label) pairs.
+
+    None or "all": every saved step. Integers must be saved steps (a clear error names the
+    nearest otherwise). "pre", "mid", "post" are tau/4, tau and 2 tau snapped to the nearest
+    saved step; they may be mixed with integers in a list or a comma-separated string.
+    """
+    available = saved_steps(run)
+    if steps is None or steps == "all":
+        return [(s, "") for s in available]
+    if isinstance(steps, str):
+        items: Sequence = [part.strip() for part in steps.split(",") if part.strip()]
+    elif isinstance(steps, int):
+        items = [steps]
+    else:
+        items = list(steps)
+    if not items:
+        raise InterpError("no steps requested")
+    out: list[tuple[int, str]] = []
+    for item in items:
+        if isinstance(item, str) and item in RELATIVE_STEPS:
+            t = tau(run)
+            if t is None:
+                raise InterpError(
+                    f"step {item!r} is relative to tau, but {run.path} never reaches "
+                    f"0.5 log K; give explicit steps instead"
+                )
+            out.append((snap_to_saved(run, RELATIVE_STEPS[item] * t), item))
+        elif item == "last" or item == "first":
+            out.append((run.resolve_step(item), item))
+        else:
+            try:
+                step = int(item)
+            except (TypeError, ValueError):
+                raise InterpError(
+                    f"unknown step {item!r}; use saved steps, 'all', 'first', 'last' or "
+                    f"{', '.join(RELATIVE_STEPS)}"
+                ) from None
+            out.append((run.resolve_step(step), ""))
+    return out
+
+
+def probe_groups(task: Task, n_groups: int | None, seed: int) -> torch.Tensor:
+    """A fixed, seeded choice of groups (all of them when n_groups is None or too large)."""
+    if n_groups is not None and n_groups < 1:
+        raise InterpError(f"the probe needs at least one group, got n_groups={n_groups}")
+    if n_groups is None or n_groups >= task.n_groups:
+        return torch.arange(task.n_groups)
+    gen = torch_generator(seed, "probe")
+    return torch.randperm(task.n_groups, generator=gen)[:n_groups].sort().values
+
+
+def group_examples(task: Task, groups: torch.Tensor) -> torch.Tensor:
+    """Example indices of `groups`, group-major: [G * K], each group's K selectors in order."""
+    return (groups.view(-1, 1) * task.k + torch.arange(task.k).view(1, -1)).reshape(-1)
+
+
+def steps_progress(items: list, desc: str, progress: bool):
+    return tqdm(items, desc=desc, unit="step", disable=not progress or len(items) < 2, leave=False)

@@ -1,0 +1,100 @@
+"""Per-group accuracy across checkpoints: is the snap collective or group by group?
+
+- `accuracy`: per-group candidate accuracy (SPEC: candidate accuracy averaged within each
+  group, over its K examples) at every requested step;
+- `snap_steps`: the first step each group reaches `threshold` (0.8) accuracy;
+- `share_above`: the share of groups at or above the threshold at fractions of tau (each
+  fraction snapped to the nearest analysed step). The paper: 0 of 200 at tau/2;
+- `spread`: how tightly the group snap steps cluster, relative to tau.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from interp.analysis.common import group_examples, probe_groups, select_steps, steps_progress
+from interp.metrics import evaluate_examples
+from interp.runs import Run
+from interp.task import Task
+
+DEFAULT_GROUPS = 200
+THRESHOLD = 0.8
+FRACTIONS = (0.25, 0.5, 0.75, 0.97, 1.0, 1.5, 2.0)
+
+
+@torch.no_grad()
+def group_accuracy(model: nn.Module, task: Task, groups: torch.Tensor) -> pd.DataFrame:
+    """Candidate accuracy and loss of each group, over all its K examples."""
+    idx = group_examples(task, groups)
+    with torch.no_grad():
+        per = evaluate_examples(model, task, idx)
+    k = task.k
+    return pd.DataFrame({
+        "group_id": groups.numpy(),
+        "acc_cand": per["acc_cand"].view(-1, k).mean(-1).numpy(),
+        "loss_cand": per["loss_cand"].view(-1, k).mean(-1).double().numpy(),
+    })
+
+
+def at_step(run: Run, step: int, n_groups: int | None = DEFAULT_GROUPS, device: str = "cpu") -> pd.DataFrame:
+    task = run.task
+    groups = probe_groups(task, n_groups, run.spec.seed)
+    df = group_accuracy(run.model(step, device=device), task, groups)
+    df.insert(0, "step", step)
+    return df
+
+
+def accuracy(
+    run: Run,
+    steps: int | str | Iterable | None = None,
+    n_groups: int | None = DEFAULT_GROUPS,
+    device: str = "cpu",
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Tidy: one row per (step, group_id) with acc_cand and loss_cand."""
+    chosen = [s for s, _ in select_steps(run, steps)]
+    frames = [at_step(run, s, n_groups, device) for s in steps_progress(chosen, "groups", progress)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def snap_steps(acc: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:
+    """First analysed step at which each group's accuracy is >= threshold (NaN: never)."""
+    reached = acc[acc["acc_cand"] >= threshold]
+    first = reached.groupby("group_id")["step"].min()
+    groups = pd.Index(sorted(acc["group_id"].unique()), name="group_id")
+    return first.reindex(groups).rename("snap_step").reset_index()
+
+
+def share_above(
+    acc: pd.DataFrame,
+    tau: float,
+    fractions: Sequence[float] = FRACTIONS,
+    threshold: float = THRESHOLD,
+) -> pd.DataFrame:
+    """Share of groups with accuracy >= threshold at each fraction of tau (nearest analysed step)."""
+    steps = np.array(sorted(acc["step"].unique()))
+    rows = []
+    for f in fractions:
+        target = f * tau
+        step = int(steps[np.argmin(np.abs(steps - target) + 1e-9 * steps)])
+        at = acc[acc["step"] == step]
+        rows.append({"fraction": f, "target_step": target, "step": step,
+                     "n_above": int((at["acc_cand"] >= threshold).sum()), "n_groups": len(at),
+                     "share": float((at["acc_cand"] >= threshold).mean())})
+    return pd.DataFrame(rows)
+
+
+def spread(snaps: pd.DataFrame, tau: float) -> dict:
+    """Summary of group snap steps: quantiles and spreads in units of tau."""
+    s = snaps["snap_step"].dropna().to_numpy(dtype=float)
+    out = {"n_groups": len(snaps), "n_snapped": len(s), "tau": tau}
+    if len(s):
+        q10, q25, q50, q75, q90 = np.quantile(s, [0.1, 0.25, 0.5, 0.75, 0.9])
+        out.update({"median": q50, "median_over_tau": q50 / tau, "iqr_over_tau": (q75 - q25) / tau,
+                    "p10_p90_over_tau": (q90 - q10) / tau, "std_over_tau": float(s.std() / tau)})
+    return out

@@ -1,0 +1,192 @@
+"""Activation patching between clean (B, z1 -> A1) and corrupted (B, z2 -> A2) pairs of one group.
+
+Metric: the logit difference LD = logit(a1 of A1) - logit(a1 of A2) at the decision
+position, averaged over pairs; normalised as (patched - corrupt) / (clean - corrupt). Where
+|clean - corrupt| < `guard` nats (on the plateau both are ~0) the normalised value is NaN
+and the raw patched LD is the number to read.
+
+Semantics are those of `transformer_lens.patching`: the corrupted input is run with one clean
+activation patched in (resid_pre per layer and position; hook_z per head, at all positions
+or at one position). The computation is not: inputs are truncated at the decision position,
+layers below the patch and positions before it are reused from cached runs, the last layer is
+computed at the decision position only, and all heads of a layer go through in one batch.
+Patches after the decision position cannot change it and are filled with the corrupted value.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from interp.analysis.common import head_name, segment_names, select_steps
+from interp.incremental import base_cache, resume_from_resid, resume_from_z
+from interp.runs import Run
+from interp.seeding import torch_generator
+from interp.task import Task
+
+DEFAULT_PAIRS = 64
+DEFAULT_GUARD = 0.1
+
+
+def make_pairs(task: Task, n_pairs: int, seed: int) -> dict[str, Tensor]:
+    """Seeded clean examples and, for each, a corrupting selector of its group (never its own)."""
+    gen = torch_generator(seed, "probe")
+    n_pairs = min(n_pairs, task.size)
+    idx = torch.randperm(task.size, generator=gen)[:n_pairs].sort().values
+    corrupt_sel = task.other_selectors(idx, gen)
+    g = task.group_id[idx]
+    return {
+        "idx": idx,
+        "clean": task.tokens[idx],
+        "corrupt": task.with_selector(idx, corrupt_sel),
+        "good": task.targets[g, task.selector_id[idx], 0],  # a1 of A1
+        "bad": task.targets[g, corrupt_sel, 0],  # a1 of A2
+    }
+
+
+def logit_diff(
+    logits: Float[Tensor, "b vocab"], good: Int[Tensor, " b"], bad: Int[Tensor, " b"]
+) -> Float[Tensor, " b"]:
+    return logits.gather(-1, good.view(-1, 1))[:, 0] - logits.gather(-1, bad.view(-1, 1))[:, 0]
+
+
+def _prepare(model, clean, corrupt, pos):
+    with torch.no_grad():
+        clean_cache = base_cache(model, clean[:, : pos + 1])
+        corrupt_cache = base_cache(model, corrupt[:, : pos + 1])
+    return clean_cache, corrupt_cache
+
+
+@torch.no_grad()
+def patch_residual(
+    model: nn.Module,
+    clean: Int[Tensor, "n seq"],
+    corrupt: Int[Tensor, "n seq"],
+    good: Int[Tensor, " n"],
+    bad: Int[Tensor, " n"],
+    pos: int,
+) -> dict[str, Tensor]:
+    """Mean LD with the clean resid_pre patched in at each (layer, position): table [L, seq]."""
+    clean_cache, corrupt_cache = _prepare(model, clean, corrupt, pos)
+    n, n_layers = len(clean), model.cfg.n_layers
+    clean_ld = logit_diff(clean_cache.logits, good, bad).mean()
+    corrupt_ld = logit_diff(corrupt_cache.logits, good, bad).mean()
+    table = corrupt_ld.repeat(n_layers, clean.shape[1]).clone()
+    rows = torch.arange(n, device=clean.device)
+    with torch.no_grad():
+        for layer in range(n_layers):
+            for p in range(pos + 1):
+                resid = corrupt_cache.resid_pre[layer][:, p:].clone()
+                resid[:, 0] = clean_cache.resid_pre[layer][:, p]
+                logits = resume_from_resid(model, corrupt_cache, layer, resid, p, rows)
+                table[layer, p] = logit_diff(logits, good, bad).mean()
+    return {"table": table, "clean": clean_ld, "corrupt": corrupt_ld}
+
+
+@torch.no_grad()
+def patch_heads(
+    model: nn.Module,
+    clean: Int[Tensor, "n seq"],
+    corrupt: Int[Tensor, "n seq"],
+    good: Int[Tensor, " n"],
+    bad: Int[Tensor, " n"],
+    pos: int,
+) -> dict[str, Tensor]:
+    """Mean LD with each head's clean hook_z patched in: at all positions [L, H], and at each
+    position [L, seq, H] (the layouts of transformer_lens.patching)."""
+    clean_cache, corrupt_cache = _prepare(model, clean, corrupt, pos)
+    n, n_layers, n_heads = len(clean), model.cfg.n_layers, model.cfg.n_heads
+    clean_ld = logit_diff(clean_cache.logits, good, bad).mean()
+    corrupt_ld = logit_diff(corrupt_cache.logits, good, bad).mean()
+    all_pos = torch.empty(n_layers, n_heads, device=clean.device, dtype=corrupt_ld.dtype)
+    by_pos = corrupt_ld.repeat(n_layers, clean.shape[1], n_heads).clone()
+    # rows: head-major blocks of the n pairs; block h patches head h
+    rows = torch.arange(n, device=clean.device).repeat(n_heads)
+    head_of_row = torch.arange(n_heads, device=clean.device).repeat_interleave(n)
+    one_hot = torch.nn.functional.one_hot(head_of_row, n_heads).bool()  # [H*n, H]
+    with torch.no_grad():
+        for layer in range(n_layers):
+            z_clean, z_corrupt = clean_cache.z[layer][rows], corrupt_cache.z[layer][rows]
+            patch_all = one_hot.view(-1, 1, n_heads, 1)  # every position of head h
+            z = torch.where(patch_all, z_clean, z_corrupt)
+            logits = resume_from_z(model, corrupt_cache, layer, z, 0, rows)
+            all_pos[layer] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
+            for p in range(pos + 1):
+                z = z_corrupt[:, p:].clone()
+                z[:, 0] = torch.where(one_hot.unsqueeze(-1), z_clean[:, p], z[:, 0])
+                logits = resume_from_z(model, corrupt_cache, layer, z, p, rows)
+                by_pos[layer, p] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
+    return {"all_pos": all_pos, "by_pos": by_pos, "clean": clean_ld, "corrupt": corrupt_ld}
+
+
+def _normalised(patched: Tensor, clean: float, corrupt: float, guard: float) -> Tensor:
+    span = clean - corrupt
+    if abs(span) < guard:
+        return torch.full_like(patched, float("nan"))
+    return (patched - corrupt) / span
+
+
+def heads(
+    run: Run,
+    step: int | str = "last",
+    n_pairs: int = DEFAULT_PAIRS,
+    guard: float = DEFAULT_GUARD,
+    device: str = "cpu",
+) -> pd.DataFrame:
+    """Head patching at one step: rows per (layer, head) with position NA (all positions)
+    and per (layer, head, position)."""
+    ((step, _),) = select_steps(run, [step])
+    task = run.task
+    pairs = make_pairs(task, n_pairs, run.spec.seed)
+    model = run.model(step, device=device)
+    pos = task.layout.decision_pos
+    res = patch_heads(model, *(pairs[k].to(device) for k in ("clean", "corrupt", "good", "bad")), pos)
+    clean, corrupt = float(res["clean"]), float(res["corrupt"])
+    names = segment_names(task)
+    rows = []
+    all_pos, by_pos = res["all_pos"].cpu(), res["by_pos"].cpu()
+    norm_all = _normalised(all_pos, clean, corrupt, guard)
+    norm_by = _normalised(by_pos, clean, corrupt, guard)
+    for layer in range(all_pos.shape[0]):
+        for head in range(all_pos.shape[1]):
+            base = {"step": step, "layer": layer, "head": head, "head_name": head_name(layer, head)}
+            rows.append({**base, "position": pd.NA, "segment": "all",
+                         "patched_ld": float(all_pos[layer, head]), "normalized": float(norm_all[layer, head])})
+            for p in range(by_pos.shape[1]):
+                rows.append({**base, "position": p, "segment": names[p],
+                             "patched_ld": float(by_pos[layer, p, head]),
+                             "normalized": float(norm_by[layer, p, head])})
+    df = pd.DataFrame(rows)
+    df["position"] = df["position"].astype("Int64")
+    df["clean_ld"], df["corrupt_ld"], df["n_pairs"] = clean, corrupt, len(pairs["idx"])
+    return df
+
+
+def residual(
+    run: Run,
+    step: int | str = "last",
+    n_pairs: int = DEFAULT_PAIRS,
+    guard: float = DEFAULT_GUARD,
+    device: str = "cpu",
+) -> pd.DataFrame:
+    """Residual-stream patching at one step: one row per (layer, position) of resid_pre."""
+    ((step, _),) = select_steps(run, [step])
+    task = run.task
+    pairs = make_pairs(task, n_pairs, run.spec.seed)
+    model = run.model(step, device=device)
+    pos = task.layout.decision_pos
+    res = patch_residual(model, *(pairs[k].to(device) for k in ("clean", "corrupt", "good", "bad")), pos)
+    clean, corrupt = float(res["clean"]), float(res["corrupt"])
+    table = res["table"].cpu()
+    norm = _normalised(table, clean, corrupt, guard)
+    names = segment_names(task)
+    rows = [
+        {"step": step, "layer": layer, "position": p, "segment": names[p],
+         "patched_ld": float(table[layer, p]), "normalized": float(norm[layer, p])}
+        for layer in range(table.shape[0]) for p in range(table.shape[1])
+    ]
+    df = pd.DataFrame(rows)
+    df["clean_ld"], df["corrupt_ld"], df["n_pairs"] = clean, corrupt, len(pairs["idx"])
+    return df

@@ -1,0 +1,134 @@
+"""Head z-sensitivity at the decision position, per (layer, head), across checkpoints.
+
+For a probe of whole groups (each base B with all K selectors; up to the decision position
+the K examples of a group differ only in z):
+
+- `attn_to_z`: attention mass from the decision position to the z positions, averaged over
+  the probe (read from hook_pattern).
+- `z_share`: the share of the head output's variance explained by z. The head output is
+  hook_z @ W_O at the decision position; its total variance over the probe splits into a
+  within-group part (only z varies within a group) and a between-group part (B varies);
+  z_share = within / total.
+- `z_var`: the within-group variance itself (squared norm, per example), so that a head whose
+  output is tiny but z-driven can be told from a head that writes z into the stream.
+- `out_norm`: mean norm of the head output.
+
+The routing head is the one with the largest z_share at the last analysed step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+from transformer_lens.utilities import get_act_name
+
+from interp.analysis.common import (
+    group_examples,
+    head_name,
+    probe_groups,
+    select_steps,
+    steps_progress,
+)
+from interp.runs import Run
+from interp.task import Task
+
+DEFAULT_GROUPS = 64
+COLUMNS = ("attn_to_z", "z_share", "z_var", "out_norm")
+
+
+@torch.no_grad()
+def head_sensitivity(
+    model: nn.Module,
+    task: Task,
+    groups: Int[Tensor, " g"],
+    chunk_groups: int = 256,
+    device: str = "cpu",
+) -> dict[str, Float[Tensor, "layer head"]]:
+    """Every COLUMNS entry as a [layer, head] table for one model."""
+    layout = task.layout
+    dec, k = layout.decision_pos, task.k
+    z_pos = list(layout.z_pos)
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    d_model = model.cfg.d_model
+    attn_sum = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    within = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    out_sum = torch.zeros(n_layers, n_heads, d_model, dtype=torch.float64)
+    out_sq = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    norm_sum = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    n_total = 0
+    store: dict[str, Tensor] = {}
+
+    def keep_pattern(act, hook):  # [b, head, q, k]: the decision row only
+        store[hook.name] = act[:, :, dec]
+
+    def keep_z(act, hook):  # [b, pos, head, d_head]: the decision position only
+        store[hook.name] = act[:, dec]
+
+    hooks = []
+    for layer in range(n_layers):
+        hooks.append((get_act_name("pattern", layer), keep_pattern))
+        hooks.append((get_act_name("z", layer), keep_z))
+    for start in range(0, len(groups), chunk_groups):
+        chunk = groups[start : start + chunk_groups]
+        idx = group_examples(task, chunk)
+        tokens = task.tokens[idx, : dec + 1].to(device)
+        with torch.no_grad():
+            model.run_with_hooks(tokens, fwd_hooks=hooks)
+        g = len(chunk)
+        for layer in range(n_layers):
+            pattern = store[get_act_name("pattern", layer)]
+            attn_sum[layer] += pattern[:, :, z_pos].sum(-1).sum(0).double().cpu()
+            z = store[get_act_name("z", layer)]
+            out = torch.einsum("bhe,hed->bhd", z, model.blocks[layer].attn.W_O).double().cpu()
+            grouped = out.view(g, k, n_heads, d_model)
+            within[layer] += (grouped - grouped.mean(1, keepdim=True)).pow(2).sum(-1).sum((0, 1))
+            out_sum[layer] += out.sum(0)
+            out_sq[layer] += out.pow(2).sum(-1).sum(0)
+            norm_sum[layer] += out.norm(dim=-1).sum(0)
+        n_total += g * k
+    total = out_sq - out_sum.pow(2).sum(-1) / n_total
+    z_share = torch.where(total > 1e-12, within / total.clamp_min(1e-12), torch.full_like(total, float("nan")))
+    return {
+        "attn_to_z": (attn_sum / n_total).float(),
+        "z_share": z_share.float(),
+        "z_var": (within / n_total).float(),
+        "out_norm": (norm_sum / n_total).float(),
+    }
+
+
+def at_step(run: Run, step: int, n_groups: int | None = DEFAULT_GROUPS, device: str = "cpu") -> pd.DataFrame:
+    task = run.task
+    groups = probe_groups(task, n_groups, run.spec.seed)
+    tables = head_sensitivity(run.model(step, device=device), task, groups, device=device)
+    n_layers, n_heads = tables["z_share"].shape
+    layer = torch.arange(n_layers).repeat_interleave(n_heads)
+    head = torch.arange(n_heads).repeat(n_layers)
+    df = pd.DataFrame({"step": step, "layer": layer.numpy(), "head": head.numpy()})
+    df["head_name"] = [head_name(l, h) for l, h in zip(df["layer"], df["head"])]
+    for name in COLUMNS:
+        df[name] = tables[name].reshape(-1).numpy()
+    df["n_groups"] = len(groups)
+    return df
+
+
+def across(
+    run: Run,
+    steps: int | str | Iterable | None = None,
+    n_groups: int | None = DEFAULT_GROUPS,
+    device: str = "cpu",
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Tidy table: one row per (step, layer, head) with COLUMNS, for every requested step."""
+    chosen = [s for s, _ in select_steps(run, steps)]
+    frames = [at_step(run, s, n_groups, device) for s in steps_progress(chosen, "sensitivity", progress)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def routing_head(sens: pd.DataFrame, column: str = "z_share") -> str:
+    """The head with the largest `column` at the last step in `sens`."""
+    last = sens[sens["step"] == sens["step"].max()]
+    return str(last.loc[last[column].idxmax(), "head_name"])

@@ -1,0 +1,239 @@
+"""The `interp` command. Thin: it parses, calls the library and prints.
+
+Bad input exits with status 2 and one line on stderr; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from interp.errors import InterpError
+
+DEFAULT_PRESET = "tiny"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and still exit status 2)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _optional(kind):
+    def parse(text: str):
+        return None if text.lower() == "none" else kind(text)
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _add_override_flags(parser: argparse.ArgumentParser) -> None:
+    """One --flag per spec field (`--k`, `--n-bases`, `--lr`, `--d-model`, ...)."""
+    from interp.model import ACT_FNS, ModelSpec
+    from interp.spec import CHECKPOINT_DTYPES, SCHEDULES, TrainSpec
+    from interp.task import DIRECTIONS, TaskSpec
+
+    choices = {"direction": list(DIRECTIONS), "schedule": list(SCHEDULES), "act_fn": list(ACT_FNS),
+               "checkpoint_dtype": list(CHECKPOINT_DTYPES)}
+    types = {"int": int, "float": float, "str": str, "int | None": _optional(int),
+             "float | None": _optional(float)}
+    parser.add_argument("--seed", type=int, help="one seed for data, initialisation and batch order")
+    for title, cls in (("task", TaskSpec), ("model", ModelSpec), ("training", TrainSpec)):
+        group = parser.add_argument_group(f"{title} overrides (default: the preset's value)")
+        for f in dataclasses.fields(cls):
+            flag = "--" + f.name.replace("_", "-")
+            if f.type == "bool":
+                group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+            else:
+                group.add_argument(flag, dest=f.name, type=types[f.type], choices=choices.get(f.name),
+                                   metavar=f.name.upper() if f.name not in choices else None)
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    from interp.spec import override_names
+
+    return {name: getattr(args, name) for name in override_names()
+            if getattr(args, name, None) is not None}
+
+
+# ---------------------------------------------------------------------------- train
+def cmd_train(args: argparse.Namespace) -> int:
+    from interp.presets import preset
+    from interp.runs import Run
+    from interp.summary import run_summary
+    from interp.train import train
+
+    out = Path(args.out) if args.out else Path("checkpoints") / args.preset
+    overrides = _overrides(args)
+    if args.resume:
+        run = Run.open(out)
+        steps = overrides.pop("steps", None)
+        changed = {k: v for k, v in overrides.items() if run.spec.override(**{k: v}) != run.spec}
+        if changed:
+            raise InterpError(
+                f"--resume continues the stored spec; only --steps may change (got {', '.join(changed)})"
+            )
+        if steps is not None and steps != run.spec.train.steps:
+            run.set_steps(steps)
+    else:
+        spec = preset(args.preset).override(**overrides)
+        spec.validate()
+        run = Run.create(out, spec)
+    print(f"training {run!r} on {args.device}", file=sys.stderr)
+    try:
+        result = train(run, device=args.device, progress=not args.quiet)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; continue with: interp train --resume --out {out}", file=sys.stderr)
+        return 130
+    note = " (stopped after the snap)" if result.stopped_early else ""
+    print(f"trained to step {result.last_step} in {result.seconds:.1f} s{note}", file=sys.stderr)
+    _print_summary(run_summary(run))
+    return 0
+
+
+# ---------------------------------------------------------------------------- show / ls
+def _fmt(value, spec: str = "") -> str:
+    if value is None:
+        return "-"
+    return format(value, spec)
+
+
+def _print_summary(s: dict) -> None:
+    lk = s["log_k"]
+    ratio = lambda v: None if v is None else v / lk  # noqa: E731
+    rows = [
+        ("run", s["path"]),
+        ("task", f"{s['direction']}  K={s['k']}  n_bases={s['n_bases']}  D={s['dataset_size']}  "
+                 f"seed={s['seed']}  log K={lk:.4f}"),
+        ("saved", f"{s['n_checkpoints']} checkpoints, steps {_fmt(s['first_step'])}..{_fmt(s['last_step'])} "
+                  f"(planned {s['planned_steps']}, last evaluated {_fmt(s['last_evaluated'])})"),
+        ("plateau", f"Lc / log K = {_fmt(s['plateau_height'], '.4f')}; within 5% of log K with dz < 0.05 "
+                    f"from step {_fmt(s['plateau_start'])} to {_fmt(s['plateau_end'])}"),
+        ("tau", f"tau_half = {_fmt(s['tau_half'])}, tau_window = {_fmt(s['tau_window'])} "
+                f"(from step {_fmt(s['window_start'])} to {_fmt(s['window_end'])}); "
+                f"snap (Lc < 0.05 log K) at step {_fmt(s['snap_step'])}"),
+    ]
+    if s.get("final_loss") is not None:
+        rows.append(("final", f"Lc / log K = {_fmt(ratio(s.get('final_loss_cand')), '.4f')}, "
+                              f"dz = {_fmt(s.get('final_shuffle_gap'), '.3f')} nats, "
+                              f"candidate acc = {_fmt(s.get('final_acc_cand'), '.3f')}, "
+                              f"exact match = {_fmt(s.get('final_acc_exact'), '.3f')}"))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from interp.runs import Run
+    from interp.summary import run_summary
+
+    summary = run_summary(Run.open(args.run))
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(summary)
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from interp.runs import Run
+    from interp.summary import run_summary
+
+    root = Path(args.folder)
+    if not root.is_dir():
+        raise InterpError(f"no folder at {root}")
+    paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
+    summaries = [run_summary(Run.open(p)) for p in paths]
+    if args.json:
+        print(json.dumps(summaries, indent=2))
+        return 0
+    if not summaries:
+        print(f"no runs in {root}")
+        return 0
+    header = f"{'run':<24} {'direction':<9} {'K':>3} {'D':>7} {'seed':>4} {'ckpts':>5} {'last':>7} " \
+             f"{'tau_half':>8} {'final Lc/logK':>13}"
+    print(header)
+    for s in summaries:
+        final = s.get("final_loss_cand")
+        final = None if final is None else final / s["log_k"]
+        print(f"{Path(s['path']).name:<24} {s['direction']:<9} {s['k']:>3} {s['dataset_size']:>7} "
+              f"{s['seed']:>4} {s['n_checkpoints']:>5} {_fmt(s['last_step']):>7} "
+              f"{_fmt(s['tau_half']):>8} {_fmt(final, '.4f'):>13}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- analyze
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from interp.analysis.suite import describe, run_suite
+    from interp.runs import Run
+
+    run = Run.open(args.run)
+    result = run_suite(run, only=args.only, steps=args.steps, method=args.method, n_groups=args.n_groups,
+                       device=args.device, progress=not args.quiet and not args.json, cache=not args.no_cache)
+    if args.json:
+        tables = {name: json.loads(df.to_json(orient="records")) for name, df in result.tables.items()}
+        print(json.dumps({"findings": result.findings, "tables": tables}, default=str))
+        return 0
+    print(f"{run.path}: {', '.join(result.tables)} "
+          f"({result.cache_misses} computed, {result.cache_hits} from cache)")
+    for line in describe(result.findings):
+        print("  " + line)
+    return 0
+
+
+# ---------------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    from interp.presets import PRESETS
+
+    parser = _Parser(prog="interp", description="Training dynamics of the disambiguation task.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("train", help="train a run (or --resume one) with dense checkpoints")
+    p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS), help="named configuration")
+    p.add_argument("--out", help="run folder to create (default: checkpoints/PRESET)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_override_flags(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("show", help="spec, saved steps, plateau height and tau of a run")
+    p.add_argument("run", help="run folder")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("analyze", help="run the analysis suite on a run (cached) and print the findings")
+    p.add_argument("run", help="run folder")
+    p.add_argument("--only", help="comma-separated subset of: sensitivity, attention, groups, ablation, patching")
+    p.add_argument("--steps", help="saved steps, 'all', or pre/mid/post (tau/4, tau, 2 tau), comma-separated")
+    p.add_argument("--method", default="zero", choices=["zero", "mean", "resample"], help="ablation method")
+    p.add_argument("--n-groups", type=int, help="probe size in groups (default: per analysis)")
+    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--no-cache", action="store_true", help="recompute everything, write nothing")
+    p.add_argument("--json", action="store_true", help="findings and tables as JSON on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("ls", help="one line per run in a folder")
+    p.add_argument("folder", nargs="?", default="checkpoints")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_ls)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except InterpError as exc:
+        print(f"interp: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Losses and diagnostics shared by training and analyses (SPEC section 4).
+
+All functions are batched and chunked; `model` is anything mapping tokens [n, seq] to
+logits [n, seq, vocab] (a HookedTransformer, or a hand-built module in tests).
+
+Definitions:
+- full loss: mean cross-entropy over the output tokens (a1..a4 and EOS);
+- first-token loss L1: cross-entropy of the first output token at the decision position;
+- candidate loss Lc: scores s_j = log P(A_j, EOS | input) for the K candidates of the group,
+  loss -log softmax(s)_k for the correct k; the first-token variant restricts a softmax of the
+  decision-position logits to the K candidates' first tokens;
+- shuffle gap dz = L1(B, z', A) - L1(B, z, A), z' a selector of the same group, never the
+  correct one;
+- accuracies: first-token argmax, candidate argmax, exact match (teacher-forced argmax right
+  at every output position, which is the same as greedy decoding reproducing the target).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from interp.incremental import continuation_logits, has_active_hooks, supported
+from interp.task import Task
+
+Model = Callable[[Tensor], Tensor]
+DEFAULT_CHUNK = 2048
+
+PER_EXAMPLE = (
+    "loss",
+    "loss_first",
+    "loss_cand",
+    "loss_cand_first",
+    "shuffle_gap",
+    "acc_first",
+    "acc_cand",
+    "acc_exact",
+)
+
+
+def _device(model: Model) -> torch.device:
+    params = getattr(model, "parameters", None)
+    first = next(params(), None) if params is not None else None
+    return first.device if first is not None else torch.device("cpu")
+
+
+def _fast(model: Model) -> bool:
+    """Whether `model` can use the shared-prefix forward (a plain interp HookedTransformer)."""
+    return supported(model) and not has_active_hooks(model)
+
+
+def _wide(logits: Tensor) -> Tensor:
+    """Metrics in at least float32 (float64 models keep float64)."""
+    return logits if logits.dtype == torch.float64 else logits.float()
+
+
+def output_logprobs(
+    model: Model, tokens: Int[Tensor, "n seq"], loss_pos: tuple[int, ...], chunk_size: int = DEFAULT_CHUNK
+) -> tuple[Float[Tensor, "n out"], Bool[Tensor, "n out"], Float[Tensor, "n vocab"]]:
+    """Log-probability of each output token, whether it is the argmax, and the first-position logits.
+
+    `loss_pos` are the consecutive positions whose logits predict the next token; inputs are
+    truncated after the last of them, so nothing is computed that cannot matter.
+    """
+    first, last = loss_pos[0], loss_pos[-1]
+    targets = tokens[:, first + 1 : last + 2]
+    device = _device(model)
+    logps, hits, first_logits = [], [], []
+    for start in range(0, len(tokens), chunk_size):
+        chunk = tokens[start : start + chunk_size, : last + 1].to(device)
+        logits = _wide(model(chunk)[:, first : last + 1])
+        logp = logits.log_softmax(-1)
+        tgt = targets[start : start + chunk_size].to(logits.device)
+        logps.append(logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1).cpu())
+        hits.append((logits.argmax(-1) == tgt).cpu())
+        first_logits.append(logits[:, 0].cpu())
+    return torch.cat(logps), torch.cat(hits), torch.cat(first_logits)
+
+
+def decision_logits(
+    model: Model, tokens: Int[Tensor, "n seq"], decision_pos: int, chunk_size: int = DEFAULT_CHUNK
+) -> Float[Tensor, "n vocab"]:
+    """Logits at the decision position, from inputs truncated there (first-token metrics only)."""
+    out, device = [], _device(model)
+    for start in range(0, len(tokens), chunk_size):
+        chunk = tokens[start : start + chunk_size, : decision_pos + 1].to(device)
+        out.append(_wide(model(chunk)[:, decision_pos]).cpu())
+    return torch.cat(out)
+
+
+def first_token_nll(
+    logits: Float[Tensor, "n vocab"], target: Int[Tensor, " n"]
+) -> Float[Tensor, " n"]:
+    return F.cross_entropy(logits, target, reduction="none")
+
+
+def candidate_logprobs(
+    model: Model, task: Task, idx: Int[Tensor, " n"], chunk_size: int = DEFAULT_CHUNK
+) -> tuple[Float[Tensor, "n k out"], Bool[Tensor, "n k out"], Float[Tensor, "n vocab"]]:
+    """Log-probability and argmax hit of every output token of every candidate, and the
+    decision-position logits. Plain HookedTransformers run each shared prefix once and only
+    the K continuations after it; anything else runs the K full sequences."""
+    layout = task.layout
+    n, k = len(idx), task.k
+    if not _fast(model):
+        seqs = task.with_candidates(idx).reshape(n * k, -1)
+        logp, hit, first_logits = output_logprobs(model, seqs, layout.loss_pos, chunk_size)
+        return logp.reshape(n, k, -1), hit.reshape(n, k, -1), first_logits.reshape(n, k, -1)[:, 0]
+    device = _device(model)
+    cands = task.candidates(idx)
+    logps, hits, firsts = [], [], []
+    per_chunk = max(1, chunk_size // k)
+    for start in range(0, n, per_chunk):
+        sel = slice(start, start + per_chunk)
+        prefix = task.tokens[idx[sel], : layout.decision_pos + 1].to(device)
+        cand = cands[sel].to(device)
+        first_logits, cont_logits = continuation_logits(model, prefix, cand[:, :, :-1])
+        first_logits, cont_logits = _wide(first_logits), _wide(cont_logits)
+        first_lp = first_logits.log_softmax(-1).gather(-1, cand[:, :, 0])
+        cont_lp = cont_logits.log_softmax(-1).gather(-1, cand[:, :, 1:].unsqueeze(-1)).squeeze(-1)
+        logps.append(torch.cat([first_lp.unsqueeze(-1), cont_lp], -1).cpu())
+        first_hit = first_logits.argmax(-1, keepdim=True) == cand[:, :, 0]
+        hits.append(torch.cat([first_hit.unsqueeze(-1), cont_logits.argmax(-1) == cand[:, :, 1:]], -1).cpu())
+        firsts.append(first_logits.cpu())
+    return torch.cat(logps), torch.cat(hits), torch.cat(firsts)
+
+
+def candidate_nll(
+    scores: Float[Tensor, "n k"], correct: Int[Tensor, " n"]
+) -> Float[Tensor, " n"]:
+    """-log softmax(scores)_correct: the candidate loss of each example."""
+    return -scores.log_softmax(-1).gather(-1, correct.unsqueeze(-1)).squeeze(-1)
+
+
+@torch.no_grad()
+def evaluate_examples(
+    model: Model,
+    task: Task,
+    idx: Int[Tensor, " n"],
+    alt_selector: Int[Tensor, " n"] | None = None,
+    chunk_size: int = DEFAULT_CHUNK,
+) -> dict[str, Tensor]:
+    """Every per-example metric of PER_EXAMPLE for the examples `idx` (NaN where undefined).
+
+    `alt_selector` is the z' of the shuffle gap; it must never equal the example's own
+    selector (draw it with `task.other_selectors`).
+    """
+    layout = task.layout
+    n, k = len(idx), task.k
+    nan = torch.full((n,), math.nan, dtype=torch.float64)
+    correct = task.selector_id[idx]
+    target_first = task.tokens[idx, layout.decision_pos + 1]
+    out: dict[str, Tensor] = {}
+    if task.has_candidates:
+        # All K candidates at once; the correct one is the example itself.
+        logp, hit, first_logits = candidate_logprobs(model, task, idx, chunk_size)
+        scores = logp.sum(-1)
+        own = correct.view(n, 1, 1).expand(n, 1, logp.shape[-1])
+        own_logp = logp.gather(1, own).squeeze(1)
+        own_hit = hit.gather(1, own).squeeze(1)
+        cand_first = task.candidates(idx)[:, :, 0]
+        out["loss_cand"] = candidate_nll(scores, correct)
+        out["loss_cand_first"] = candidate_nll(first_logits.gather(-1, cand_first), correct)
+        out["acc_cand"] = (scores.argmax(-1) == correct).float()
+    else:
+        own_logp, own_hit, first_logits = output_logprobs(
+            model, task.tokens[idx], layout.loss_pos, chunk_size
+        )
+        out["loss_cand"] = out["loss_cand_first"] = out["acc_cand"] = nan
+    out["loss"] = -own_logp.mean(-1)
+    out["loss_first"] = first_token_nll(first_logits, target_first)
+    out["acc_first"] = own_hit[:, 0].float()
+    out["acc_exact"] = own_hit.all(-1).float()
+    if task.has_selector and alt_selector is not None:
+        if bool((alt_selector == correct).any()):
+            raise ValueError("shuffle gap: alt_selector must never be the example's own selector")
+        shuffled = decision_logits(
+            model, task.with_selector(idx, alt_selector), layout.decision_pos, chunk_size
+        )
+        out["shuffle_gap"] = first_token_nll(shuffled, target_first) - out["loss_first"]
+    else:
+        out["shuffle_gap"] = nan
+    return {name: out[name] for name in PER_EXAMPLE}
+
+
+def summarize(per_example: dict[str, Tensor]) -> dict[str, float]:
+    """Means over examples (NaN stays NaN for metrics a direction does not define)."""
+    return {name: float(values.mean()) for name, values in per_example.items()}
+
+
+def batch_loss(
+    model: Model, tokens: Int[Tensor, "n seq"], loss_pos: tuple[int, ...]
+) -> Float[Tensor, ""]:
+    """The training objective: mean cross-entropy over the output tokens."""
+    first, last = loss_pos[0], loss_pos[-1]
+    logits = model(tokens[:, : last + 1])[:, first : last + 1]
+    targets = tokens[:, first + 1 : last + 2]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

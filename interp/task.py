@@ -1,0 +1,349 @@
+"""The disambiguation task (SPEC section 2): generation, token layout, groups and candidates.
+
+A Task holds tensors, not lists of dicts. Examples are stored group-major: example
+`g * K + i` is base `g` with selector `i`. Nothing here knows about models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from interp.errors import InterpError
+from interp.seeding import numpy_generator
+
+PAD, BOS, EOS, SEP = 0, 1, 2, 3
+SPECIAL_NAMES = {PAD: "PAD", BOS: "BOS", EOS: "EOS", SEP: "SEP"}
+ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+N_CHARS = len(ALPHABET)
+FIRST_CHAR_ID = 4
+VOCAB_SIZE = FIRST_CHAR_ID + N_CHARS  # 40
+
+# direction -> (input segments in order, output string). "z" marks the selector segment.
+DIRECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "bz_to_a": (("B", "z"), "A"),  # the disambiguation task: BOS B SEP z SEP A EOS
+    "a_to_b": (("A",), "B"),  # deterministic reverse: BOS A SEP B EOS
+    "az_to_b": (("A", "z"), "B"),  # z present but redundant: BOS A SEP z SEP B EOS
+    "b_to_a": (("B",), "A"),  # no selector: the loss floor stays at log K: BOS B SEP A EOS
+}
+MAX_LEN = 32
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything that determines a Task, together with the seed passed to `Task.generate`."""
+
+    k: int = 10
+    n_bases: int = 1000
+    len_b: int = 6
+    len_z: int = 2
+    len_a: int = 4
+    direction: str = "bz_to_a"
+    unique_first: bool = True
+
+    @property
+    def dataset_size(self) -> int:
+        return self.n_bases * self.k
+
+    def validate(self) -> None:
+        """Refuse impossible specs with a message that says why and what is allowed."""
+        for name in ("k", "n_bases", "len_b", "len_z", "len_a"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InterpError(f"{name} must be an integer, got {value!r}")
+        if self.direction not in DIRECTIONS:
+            raise InterpError(
+                f"unknown direction {self.direction!r}; allowed: {', '.join(DIRECTIONS)}"
+            )
+        if self.k < 2:
+            raise InterpError(f"k must be >= 2 (got {self.k}): K = 1 leaves nothing to disambiguate")
+        if self.n_bases < 1:
+            raise InterpError(f"n_bases must be >= 1 (got {self.n_bases})")
+        for name in ("len_b", "len_z", "len_a"):
+            value = getattr(self, name)
+            if not 1 <= value <= MAX_LEN:
+                raise InterpError(f"{name} must be between 1 and {MAX_LEN} (got {value})")
+        if self.unique_first and self.k > N_CHARS:
+            raise InterpError(
+                f"k = {self.k} needs {self.k} distinct first characters per group but the "
+                f"alphabet has {N_CHARS}; use k <= {N_CHARS} or turn off unique first characters"
+            )
+        if self.k > N_CHARS**self.len_z:
+            raise InterpError(
+                f"k = {self.k} selectors do not fit in the {N_CHARS**self.len_z} distinct z strings "
+                f"of length {self.len_z}; increase len_z or lower k"
+            )
+        if self.n_bases > N_CHARS**self.len_b:
+            raise InterpError(
+                f"n_bases = {self.n_bases} exceeds the {N_CHARS**self.len_b} distinct B strings of "
+                f"length {self.len_b}; increase len_b or lower n_bases"
+            )
+        if self.dataset_size > N_CHARS**self.len_a:
+            raise InterpError(
+                f"n_bases * k = {self.dataset_size} targets exceed the {N_CHARS**self.len_a} "
+                f"distinct A strings of length {self.len_a}; increase len_a or shrink the dataset"
+            )
+        if self.unique_first and self.n_bases > N_CHARS ** (self.len_a - 1):
+            raise InterpError(
+                f"with unique first characters, n_bases = {self.n_bases} may put more targets on "
+                f"one first character than the {N_CHARS ** (self.len_a - 1)} A strings that start "
+                f"with it; increase len_a or lower n_bases"
+            )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TaskSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InterpError(f"unknown task fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything sits in a sequence. Every example of a task shares one layout."""
+
+    length: int
+    decision_pos: int  # logits here predict the first output token
+    z_pos: tuple[int, ...]  # empty when the direction has no selector
+    output_pos: tuple[int, ...]  # positions holding the output tokens, EOS included
+    segments: dict[str, tuple[int, int]]  # name -> [start, stop): BOS, B, SEP, z, SEP2, A, EOS
+
+    @property
+    def loss_pos(self) -> tuple[int, ...]:
+        """Positions whose logits are scored: each predicts the token one to its right."""
+        return tuple(p - 1 for p in self.output_pos)
+
+
+def build_layout(spec: TaskSpec) -> Layout:
+    inputs, output = DIRECTIONS[spec.direction]
+    lengths = {"A": spec.len_a, "B": spec.len_b, "z": spec.len_z}
+    segments: dict[str, tuple[int, int]] = {"BOS": (0, 1)}
+    pos = 1
+    for i, name in enumerate(inputs):
+        segments[name] = (pos, pos + lengths[name])
+        pos += lengths[name]
+        sep_name = "SEP" if i == 0 else "SEP2"
+        segments[sep_name] = (pos, pos + 1)
+        pos += 1
+    decision = pos - 1
+    segments[output] = (pos, pos + lengths[output])
+    pos += lengths[output]
+    segments["EOS"] = (pos, pos + 1)
+    pos += 1
+    z_pos = tuple(range(*segments["z"])) if "z" in segments else ()
+    return Layout(
+        length=pos,
+        decision_pos=decision,
+        z_pos=z_pos,
+        output_pos=tuple(range(decision + 1, pos)),
+        segments=segments,
+    )
+
+
+def _digits(codes: np.ndarray, length: int) -> np.ndarray:
+    """Integer codes -> [n, length] base-36 digits (most significant first)."""
+    out = np.empty((len(codes), length), dtype=np.int64)
+    rest = codes.copy()
+    for j in range(length - 1, -1, -1):
+        out[:, j] = rest % N_CHARS
+        rest //= N_CHARS
+    return out
+
+
+def _first_duplicates(rows: np.ndarray) -> np.ndarray:
+    """Boolean mask of rows equal to an earlier row."""
+    _, first_index = np.unique(rows, axis=0, return_index=True)
+    dup = np.ones(len(rows), dtype=bool)
+    dup[first_index] = False
+    return dup
+
+
+def _distinct_strings(rng: np.random.Generator, n: int, length: int) -> np.ndarray:
+    """n distinct random strings of `length` characters, as [n, length] character indices."""
+    space = N_CHARS**length
+    if space <= 10**7:
+        return _digits(rng.choice(space, size=n, replace=False), length)
+    rows = rng.integers(0, N_CHARS, size=(n, length))
+    for _ in range(1000):
+        dup = _first_duplicates(rows)
+        if not dup.any():
+            return rows
+        rows[dup] = rng.integers(0, N_CHARS, size=(int(dup.sum()), length))
+    raise InterpError(f"could not draw {n} distinct strings of length {length}")
+
+
+def _targets(rng: np.random.Generator, spec: TaskSpec) -> np.ndarray:
+    """[n_bases, K, len_a] character indices, unique across the dataset."""
+    n, k, length = spec.n_bases, spec.k, spec.len_a
+    if not spec.unique_first:
+        return _distinct_strings(rng, n * k, length).reshape(n, k, length)
+    # K distinct first characters per group: the first K of a random permutation per group.
+    first = np.argsort(rng.random((n, N_CHARS)), axis=1)[:, :k]
+    rows = np.concatenate(
+        [first.reshape(-1, 1), rng.integers(0, N_CHARS, size=(n * k, length - 1))], axis=1
+    )
+    for _ in range(10000):
+        dup = _first_duplicates(rows)
+        if not dup.any():
+            return rows.reshape(n, k, length)
+        if length == 1:
+            break
+        rows[dup, 1:] = rng.integers(0, N_CHARS, size=(int(dup.sum()), length - 1))
+    raise InterpError(
+        f"could not make {n * k} distinct targets of length {length} with unique first "
+        f"characters; increase len_a"
+    )
+
+
+class Task:
+    """A generated task: tokens [D, T] plus group, selector and candidate tables."""
+
+    def __init__(
+        self,
+        spec: TaskSpec,
+        seed: int,
+        selectors: Int[Tensor, "k len_z"],
+        bases: Int[Tensor, "n_bases len_b"],
+        targets: Int[Tensor, "n_bases k len_a"],
+    ):
+        self.spec = spec
+        self.seed = seed
+        self.layout = build_layout(spec)
+        self.selectors = selectors
+        self.bases = bases
+        self.targets = targets
+        n, k = spec.n_bases, spec.k
+        self.group_id = torch.arange(n).repeat_interleave(k)
+        self.selector_id = torch.arange(k).repeat(n)
+        self.tokens = self._build_tokens(self.group_id, self.selector_id)
+
+    @classmethod
+    def generate(cls, spec: TaskSpec, seed: int = 0) -> Task:
+        """Draw selectors, bases and targets from `seed` (SPEC section 2, steps 1-4)."""
+        spec.validate()
+        rng = numpy_generator(seed, "task")
+        selectors = _distinct_strings(rng, spec.k, spec.len_z)
+        bases = _distinct_strings(rng, spec.n_bases, spec.len_b)
+        targets = _targets(rng, spec)
+        as_tokens = lambda a: torch.from_numpy(a + FIRST_CHAR_ID).long()  # noqa: E731
+        return cls(spec, seed, as_tokens(selectors), as_tokens(bases), as_tokens(targets))
+
+    # ----------------------------------------------------------------- sizes and names
+    @property
+    def k(self) -> int:
+        return self.spec.k
+
+    @property
+    def n_groups(self) -> int:
+        return self.spec.n_bases
+
+    @property
+    def size(self) -> int:
+        return self.spec.dataset_size
+
+    @property
+    def log_k(self) -> float:
+        return math.log(self.spec.k)
+
+    @property
+    def has_selector(self) -> bool:
+        return bool(self.layout.z_pos)
+
+    @property
+    def has_candidates(self) -> bool:
+        """Candidate metrics need the K outputs of a group to differ (the output is A)."""
+        return DIRECTIONS[self.spec.direction][1] == "A"
+
+    # ----------------------------------------------------------------- tokens
+    def _segment_tokens(
+        self, name: str, group_id: Int[Tensor, " n"], selector_id: Int[Tensor, " n"]
+    ) -> Int[Tensor, "n len"]:
+        if name == "B":
+            return self.bases[group_id]
+        if name == "z":
+            return self.selectors[selector_id]
+        return self.targets[group_id, selector_id]
+
+    def _build_tokens(
+        self, group_id: Int[Tensor, " n"], selector_id: Int[Tensor, " n"]
+    ) -> Int[Tensor, "n seq"]:
+        inputs, output = DIRECTIONS[self.spec.direction]
+        n = len(group_id)
+        col = lambda value: torch.full((n, 1), value, dtype=torch.long)  # noqa: E731
+        parts = [col(BOS)]
+        for i, name in enumerate(inputs):
+            parts += [self._segment_tokens(name, group_id, selector_id), col(SEP)]
+        parts += [self._segment_tokens(output, group_id, selector_id), col(EOS)]
+        return torch.cat(parts, dim=1)
+
+    def with_selector(
+        self, idx: Int[Tensor, " n"], selector_id: Int[Tensor, " n"]
+    ) -> Int[Tensor, "n seq"]:
+        """The examples `idx` with their z replaced by selector `selector_id` (outputs kept)."""
+        if not self.has_selector:
+            raise InterpError(f"direction {self.spec.direction!r} has no selector to replace")
+        tokens = self.tokens[idx].clone()
+        start, stop = self.layout.segments["z"]
+        tokens[:, start:stop] = self.selectors[selector_id]
+        return tokens
+
+    def outputs(self) -> Int[Tensor, "n_bases k out"]:
+        """The output token sequence (EOS included) of every (group, selector)."""
+        out = self.tokens[:, list(self.layout.output_pos)]
+        return out.reshape(self.n_groups, self.k, -1)
+
+    def candidates(self, idx: Int[Tensor, " n"]) -> Int[Tensor, "n k out"]:
+        """The K candidate outputs of each example's group; candidate `selector_id` is correct."""
+        return self.outputs()[self.group_id[idx]]
+
+    def with_candidates(self, idx: Int[Tensor, " n"]) -> Int[Tensor, "n k seq"]:
+        """Each example repeated K times with its output replaced by each candidate."""
+        tokens = self.tokens[idx].unsqueeze(1).repeat(1, self.k, 1)
+        tokens[:, :, list(self.layout.output_pos)] = self.candidates(idx)
+        return tokens
+
+    def other_selectors(self, idx: Int[Tensor, " n"], generator: torch.Generator) -> Int[Tensor, " n"]:
+        """For each example a uniformly drawn selector of its group that is never its own."""
+        offset = torch.randint(1, self.k, (len(idx),), generator=generator)
+        return (self.selector_id[idx] + offset) % self.k
+
+    # ----------------------------------------------------------------- identity
+    def sha256(self) -> str:
+        """Hash of everything generated, stored in a run to check regeneration."""
+        h = hashlib.sha256()
+        for t in (self.selectors, self.bases, self.targets, self.tokens):
+            h.update(t.numpy().astype("<i8").tobytes())
+        return h.hexdigest()
+
+    def decode(self, tokens: Int[Tensor, " seq"]) -> str:
+        """Readable form of one sequence, e.g. 'BOS abcdef SEP x1 SEP q9r2 EOS'."""
+        words, chars = [], ""
+        for t in tokens.tolist():
+            if t >= FIRST_CHAR_ID:
+                chars += ALPHABET[t - FIRST_CHAR_ID]
+                continue
+            if chars:
+                words.append(chars)
+                chars = ""
+            words.append(SPECIAL_NAMES[t])
+        if chars:
+            words.append(chars)
+        return " ".join(words)
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return (
+            f"Task({s.direction}, K={s.k}, n_bases={s.n_bases}, D={s.dataset_size}, "
+            f"seq={self.layout.length}, decision_pos={self.layout.decision_pos}, seed={self.seed})"
+        )

@@ -1,0 +1,85 @@
+"""Reference models and brute-force loops that the vectorised code is checked against."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+
+import torch
+from torch import nn
+
+from interp.task import VOCAB_SIZE, Task
+
+NEG = -1e4  # logit for "impossible": exp(-1e4) underflows to exactly 0 in float64
+
+
+class LookupModel(nn.Module):
+    """The Bayes-optimal predictor of the training set, optionally blind to z.
+
+    With `see_z=False` it predicts, at every output position, the empirical distribution of the
+    next token given the input without z and the output so far: the marginal the models
+    learn first. Candidate loss and first-token loss are then exactly log K, the shuffle gap 0.
+    """
+
+    def __init__(self, task: Task, see_z: bool):
+        super().__init__()
+        self.task, self.see_z = task, see_z
+        self.counts: dict[tuple, Counter] = defaultdict(Counter)
+        lay = task.layout
+        for row in task.tokens.tolist():
+            for p in lay.loss_pos:
+                self.counts[self._key(row, p)][row[p + 1]] += 1
+
+    def _key(self, row: list[int], p: int) -> tuple:
+        hidden = set() if self.see_z else set(self.task.layout.z_pos)
+        return tuple(t for i, t in enumerate(row[: p + 1]) if i not in hidden)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        n, t = tokens.shape
+        logits = torch.zeros(n, t, VOCAB_SIZE, dtype=torch.float64)
+        for i, row in enumerate(tokens.tolist()):
+            for p in range(t):
+                counts = self.counts.get(self._key(row, p))
+                if counts is None:
+                    continue
+                total = sum(counts.values())
+                logits[i, p] = NEG
+                for tok, c in counts.items():
+                    logits[i, p, tok] = math.log(c / total)
+        return logits
+
+
+def loop_metrics(model, task: Task, idx: torch.Tensor, alt: torch.Tensor) -> dict[str, list[float]]:
+    """Every metric of `interp.metrics.evaluate_examples`, one example and one candidate at a time."""
+    lay = task.layout
+    out = defaultdict(list)
+    for n, alt_sel in zip(idx.tolist(), alt.tolist()):
+        row = task.tokens[n]
+        logp = model(row.unsqueeze(0))[0].double().log_softmax(-1)
+        own = [float(logp[p, row[p + 1]]) for p in lay.loss_pos]
+        hits = [int(logp[p].argmax()) == int(row[p + 1]) for p in lay.loss_pos]
+        out["loss"].append(-sum(own) / len(own))
+        out["loss_first"].append(-own[0])
+        out["acc_first"].append(float(hits[0]))
+        out["acc_exact"].append(float(all(hits)))
+        k_true = int(task.selector_id[n])
+        g = int(task.group_id[n])
+        scores, firsts = [], []
+        for j in range(task.k):
+            cand_row = row.clone()
+            cand_row[list(lay.output_pos)] = task.outputs()[g, j]
+            cand_logp = model(cand_row.unsqueeze(0))[0].double().log_softmax(-1)
+            scores.append(sum(float(cand_logp[p, cand_row[p + 1]]) for p in lay.loss_pos))
+            firsts.append(float(logp[lay.decision_pos, cand_row[lay.decision_pos + 1]]))
+        lse = math.log(sum(math.exp(s - max(scores)) for s in scores)) + max(scores)
+        out["loss_cand"].append(lse - scores[k_true])
+        out["acc_cand"].append(float(max(range(task.k), key=lambda j: scores[j]) == k_true))
+        lse_first = math.log(sum(math.exp(f - max(firsts)) for f in firsts)) + max(firsts)
+        out["loss_cand_first"].append(lse_first - firsts[k_true])
+        swapped = row.clone()
+        swapped[list(lay.z_pos)] = task.selectors[alt_sel]
+        swapped_logp = model(swapped.unsqueeze(0))[0].double().log_softmax(-1)
+        out["shuffle_gap"].append(
+            -float(swapped_logp[lay.decision_pos, row[lay.decision_pos + 1]]) - out["loss_first"][-1]
+        )
+    return dict(out)
