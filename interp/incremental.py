@@ -202,3 +202,26 @@ def resume_from_z(
         return model.unembed(model.ln_final(resid))[:, 0]
     resid = _block_after_attention(block, resid_in, z)
     return _continue(model, cache, layer + 1, resid, p_from, rows)[:, 0]
+
+
+def resume_from_z_at(
+    model: nn.Module,
+    cache: BaseCache,
+    layer: int,
+    z: Float[Tensor, "b h d_head"],
+    pos: int,
+    rows: Int[Tensor, " b"],
+) -> Float[Tensor, "b vocab"]:
+    """Logits at the last position when layer `layer`'s head outputs at the single position
+    `pos` are `z`. Only that position's residual stream changes in this layer, so the
+    block is computed there alone and the next layer starts from the cached stream."""
+    block = model.blocks[layer]
+    last = cache.resid_pre[layer].shape[1] - 1
+    resid_p = _block_after_attention(block, cache.resid_pre[layer][rows, pos : pos + 1], z.unsqueeze(1))
+    if layer == model.cfg.n_layers - 1:
+        if pos != last:
+            raise ValueError("at the last layer only the last position reaches the output")
+        return model.unembed(model.ln_final(resid_p))[:, 0]
+    resid = cache.resid_pre[layer + 1][rows, pos:].clone()
+    resid[:, 0] = resid_p[:, 0]
+    return _continue(model, cache, layer + 1, resid, pos, rows)[:, 0]

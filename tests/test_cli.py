@@ -33,6 +33,7 @@ def _interp(*args: str, cwd=None) -> subprocess.CompletedProcess:
         (["train", "--lr", "-1"], "lr must be a positive number"),
         (["show", "no/such/run"], "no run folder at no/such/run"),
         (["ls", "no/such/folder"], "no folder at no/such/folder"),
+        (["analyze", "no/such/run"], "no run folder at no/such/run"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(tmp_path, args, fragment):
@@ -75,3 +76,25 @@ def test_train_show_ls_and_resume(tmp_path, capsys):
     assert main(["ls", str(tmp_path / "runs")]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and lines[1].startswith("cli ")
+
+
+def test_analyze_prints_findings_and_caches(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    demo = Path(__file__).resolve().parents[1] / "checkpoints" / "demo"
+    run = tmp_path / "demo"
+    shutil.copytree(demo, run, ignore=shutil.ignore_patterns("cache"))
+    assert main(["analyze", str(run), "--only", "sensitivity,ablation", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "routing head          L0H3" in out and "zero-ablating L0H3" in out
+    assert main(["analyze", str(run), "--only", "sensitivity,ablation", "--json"]) == 0
+    blob = json.loads(capsys.readouterr().out)
+    assert blob["findings"]["routing_head"] == "L0H3"
+    assert {"sensitivity", "ablation"} <= set(blob["tables"])
+    assert main(["analyze", str(run), "--only", "sensitivity", "--quiet"]) == 0
+    assert "0 computed" in capsys.readouterr().out  # everything came from the cache
+    assert main(["analyze", str(run), "--only", "ablation", "--steps", "13"]) == 2
+    assert "step 13 is not saved" in capsys.readouterr().err
+    assert main(["analyze", str(run), "--only", "everything"]) == 2
+    assert "unknown analysis everything" in capsys.readouterr().err

@@ -21,7 +21,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.analysis.common import head_name, segment_names, select_steps
-from interp.incremental import base_cache, resume_from_resid, resume_from_z
+from interp.incremental import base_cache, resume_from_resid, resume_from_z, resume_from_z_at
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import Task
@@ -113,10 +113,11 @@ def patch_heads(
             z = torch.where(patch_all, z_clean, z_corrupt)
             logits = resume_from_z(model, corrupt_cache, layer, z, 0, rows)
             all_pos[layer] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
-            for p in range(pos + 1):
-                z = z_corrupt[:, p:].clone()
-                z[:, 0] = torch.where(one_hot.unsqueeze(-1), z_clean[:, p], z[:, 0])
-                logits = resume_from_z(model, corrupt_cache, layer, z, p, rows)
+            # at the last layer a head's output at an earlier position never reaches the decision
+            first = pos if layer == n_layers - 1 else 0
+            for p in range(first, pos + 1):
+                z = torch.where(one_hot.unsqueeze(-1), z_clean[:, p], z_corrupt[:, p])
+                logits = resume_from_z_at(model, corrupt_cache, layer, z, p, rows)
                 by_pos[layer, p] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
     return {"all_pos": all_pos, "by_pos": by_pos, "clean": clean_ld, "corrupt": corrupt_ld}
 
