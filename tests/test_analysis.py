@@ -247,3 +247,10 @@ def test_ablation_at_relative_steps_needs_a_snap(small_run):
         pytest.fail("the small run was not expected to snap")
     with pytest.raises(InterpError, match="relative to tau"):
         ablation.at(small_run, steps="mid")
+
+
+def test_patching_in_chunks_equals_one_batch(small_run, monkeypatch):
+    whole = patching.heads(small_run, step=40, n_pairs=20)
+    monkeypatch.setattr(patching, "CHUNK_PAIRS", 6)
+    chunked = patching.heads(small_run, step=40, n_pairs=20)
+    pd.testing.assert_series_equal(whole["patched_ld"], chunked["patched_ld"], atol=1e-6, check_exact=False)

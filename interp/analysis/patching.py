@@ -28,6 +28,7 @@ from interp.task import Task
 
 DEFAULT_PAIRS = 64
 DEFAULT_GUARD = 0.1
+CHUNK_PAIRS = 256  # pairs per batch: bounds memory whatever n_pairs is
 
 
 def make_pairs(task: Task, n_pairs: int, seed: int) -> dict[str, Tensor]:
@@ -122,6 +123,18 @@ def patch_heads(
     return {"all_pos": all_pos, "by_pos": by_pos, "clean": clean_ld, "corrupt": corrupt_ld}
 
 
+def _chunked(fn, pairs: dict[str, Tensor], pos: int, device: str) -> dict[str, Tensor]:
+    """Run a patch_* function over chunks of pairs and average the chunk means by size."""
+    n = len(pairs["idx"])
+    total: dict[str, Tensor] = {}
+    for start in range(0, n, CHUNK_PAIRS):
+        part = [pairs[k][start : start + CHUNK_PAIRS].to(device) for k in ("clean", "corrupt", "good", "bad")]
+        weight = len(part[0]) / n
+        for key, value in fn(*part, pos).items():
+            total[key] = total.get(key, 0) + value.double().cpu() * weight
+    return total
+
+
 def _normalised(patched: Tensor, clean: float, corrupt: float, guard: float) -> Tensor:
     span = clean - corrupt
     if abs(span) < guard:
@@ -143,11 +156,11 @@ def heads(
     pairs = make_pairs(task, n_pairs, run.spec.seed)
     model = run.model(step, device=device)
     pos = task.layout.decision_pos
-    res = patch_heads(model, *(pairs[k].to(device) for k in ("clean", "corrupt", "good", "bad")), pos)
+    res = _chunked(lambda *a: patch_heads(model, *a), pairs, pos, device)
     clean, corrupt = float(res["clean"]), float(res["corrupt"])
     names = segment_names(task)
     rows = []
-    all_pos, by_pos = res["all_pos"].cpu(), res["by_pos"].cpu()
+    all_pos, by_pos = res["all_pos"], res["by_pos"]
     norm_all = _normalised(all_pos, clean, corrupt, guard)
     norm_by = _normalised(by_pos, clean, corrupt, guard)
     for layer in range(all_pos.shape[0]):
@@ -178,9 +191,9 @@ def residual(
     pairs = make_pairs(task, n_pairs, run.spec.seed)
     model = run.model(step, device=device)
     pos = task.layout.decision_pos
-    res = patch_residual(model, *(pairs[k].to(device) for k in ("clean", "corrupt", "good", "bad")), pos)
+    res = _chunked(lambda *a: patch_residual(model, *a), pairs, pos, device)
     clean, corrupt = float(res["clean"]), float(res["corrupt"])
-    table = res["table"].cpu()
+    table = res["table"]
     norm = _normalised(table, clean, corrupt, guard)
     names = segment_names(task)
     rows = [
