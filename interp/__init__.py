@@ -14,6 +14,15 @@ from interp.spec import RunSpec, TrainSpec
 from interp.task import Task, TaskSpec
 from interp.transition import tau
 
+
+def timeline(run, **kwargs):
+    """The circuit-formation timeline of `run` (`interp.timelines.timeline`; imported lazily
+    because it loads TransformerLens)."""
+    from interp.timelines import timeline as compute
+
+    return compute(run, **kwargs)
+
+
 __all__ = [
     "PRESETS",
     "InterpError",
@@ -25,5 +34,6 @@ __all__ = [
     "TrainSpec",
     "preset",
     "tau",
+    "timeline",
 ]
 __version__ = "0.1.0"

@@ -185,6 +185,53 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- report / timeline
+def _retrain(path: Path, quiet: bool, device: str) -> None:
+    """Train the run at `path` again from its stored spec, replacing it only once done."""
+    import shutil
+
+    from interp.runs import Run
+    from interp.train import train
+
+    old = Run.open(path)
+    fresh = path.with_name(path.name + ".retrain")
+    if fresh.exists():
+        shutil.rmtree(fresh)
+    print(f"retraining {path} from its stored spec into {fresh}", file=sys.stderr)
+    train(Run.create(fresh, old.spec), device=device, progress=not quiet)
+    backup = path.with_name(path.name + ".old")
+    if backup.exists():
+        shutil.rmtree(backup)
+    path.rename(backup)
+    fresh.rename(path)
+    shutil.rmtree(backup)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from interp.report import write_report
+    from interp.runs import Run
+
+    if args.retrain:
+        _retrain(Path(args.run), args.quiet, args.device)
+    import time
+
+    start = time.perf_counter()
+    path = write_report(Run.open(args.run), Path(args.output), cache=not args.no_cache, device=args.device,
+                        progress=not args.quiet)
+    print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from interp.report import write_timeline
+    from interp.runs import Run
+
+    path = write_timeline(Run.open(args.run), Path(args.output), cache=not args.no_cache, device=args.device,
+                          progress=not args.quiet)
+    print(f"wrote {path}")
+    return 0
+
+
 # ---------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     from interp.presets import PRESETS
@@ -217,6 +264,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="findings and tables as JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_analyze)
+
+    for name, helptext, default in (
+        ("report", "write a self-contained HTML report of a run (every figure, summary table)", "report.html"),
+        ("timeline", "write the circuit-formation timeline of a run as a self-contained HTML page",
+         "timeline.html"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("run", help="run folder")
+        p.add_argument("-o", "--output", default=default, help=f"HTML file to write (default: {default})")
+        p.add_argument("--device", default="cpu", help="torch device for the analyses (default: cpu)")
+        p.add_argument("--no-cache", action="store_true", help="recompute the analyses, write no cache")
+        p.add_argument("--quiet", action="store_true", help="no progress bar")
+        if name == "report":
+            p.add_argument("--retrain", action="store_true",
+                           help="first train the run again from its stored spec (replaces it when done)")
+        p.set_defaults(func=cmd_report if name == "report" else cmd_timeline)
 
     p = sub.add_parser("ls", help="one line per run in a folder")
     p.add_argument("folder", nargs="?", default="checkpoints")

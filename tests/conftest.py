@@ -9,14 +9,28 @@ from jaxtyping import install_import_hook  # noqa: E402
 # Every annotated function of the package is checked at call time (jaxtyping + beartype).
 with install_import_hook("interp", "beartype.beartype"):
     import interp  # noqa: F401
-    import interp.analysis  # noqa: F401
+    import interp.analysis.ablation  # noqa: F401
+    import interp.analysis.attention  # noqa: F401
+    import interp.analysis.cache  # noqa: F401
+    import interp.analysis.common  # noqa: F401
+    import interp.analysis.groups  # noqa: F401
+    import interp.analysis.patching  # noqa: F401
+    import interp.analysis.sensitivity  # noqa: F401
+    import interp.analysis.suite  # noqa: F401
     import interp.cli  # noqa: F401
+    import interp.incremental  # noqa: F401
+    import interp.io  # noqa: F401
     import interp.metrics  # noqa: F401
     import interp.model  # noqa: F401
+    import interp.plots  # noqa: F401
     import interp.presets  # noqa: F401
+    import interp.report  # noqa: F401
     import interp.runs  # noqa: F401
+    import interp.seeding  # noqa: F401
+    import interp.spec  # noqa: F401
     import interp.summary  # noqa: F401
     import interp.task  # noqa: F401
+    import interp.timelines  # noqa: F401
     import interp.train  # noqa: F401
     import interp.transition  # noqa: F401
 

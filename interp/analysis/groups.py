@@ -72,7 +72,7 @@ def snap_steps(acc: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:
 
 def share_above(
     acc: pd.DataFrame,
-    tau: float,
+    tau: int | float,
     fractions: Sequence[float] = FRACTIONS,
     threshold: float = THRESHOLD,
 ) -> pd.DataFrame:
@@ -89,7 +89,7 @@ def share_above(
     return pd.DataFrame(rows)
 
 
-def spread(snaps: pd.DataFrame, tau: float) -> dict:
+def spread(snaps: pd.DataFrame, tau: int | float) -> dict:
     """Summary of group snap steps: quantiles and spreads in units of tau."""
     s = snaps["snap_step"].dropna().to_numpy(dtype=float)
     out = {"n_groups": len(snaps), "n_snapped": len(s), "tau": tau}

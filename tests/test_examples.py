@@ -1,0 +1,59 @@
+"""Every example and every finding script runs on (a copy of) the demo run and says what it should."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))
+FINDINGS = sorted(p for p in (ROOT / "analyses").glob("*.py") if not p.name.startswith("_"))
+EXPECT = {
+    "01_load_checkpoint.py": "L0H3: attention from the decision position",
+    "02_patch_heads.py": "heads patched at every position",
+    "03_ablate_mid_transition.py": "zero ablation: change in candidate loss",
+    "04_timeline.py": "routing head = L0H3",
+    "routing_head_lead.py": "lead (tau - onset) / tau",
+    "ablation_mid_transition.py": "mid (tau, step",
+    "collective_transition.py": "at 0.5 tau",
+    "attention_evolution.py": "decision-position attention of L0H3 to z",
+}
+
+
+@pytest.fixture(scope="module")
+def demo_copy(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("examples") / "demo"
+    shutil.copytree(ROOT / "checkpoints" / "demo", target, ignore=shutil.ignore_patterns("cache"))
+    return target
+
+
+def _run(script: Path, *args: str, cwd: Path) -> str:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                            cwd=cwd, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_there_are_examples_and_findings():
+    assert len(EXAMPLES) == 4 and len(FINDINGS) == 4
+    assert set(EXPECT) == {p.name for p in EXAMPLES + FINDINGS}
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs(script, demo_copy, tmp_path):
+    args = [str(demo_copy)] + ([str(tmp_path / "timeline.html")] if script.name == "04_timeline.py" else [])
+    out = _run(script, *args, cwd=tmp_path)
+    assert EXPECT[script.name] in out
+    if script.name == "04_timeline.py":
+        assert (tmp_path / "timeline.html").stat().st_size > 100_000
+
+
+@pytest.mark.parametrize("script", FINDINGS, ids=lambda p: p.name)
+def test_finding_script_prints_ours_beside_the_paper_and_writes_its_figure(script, demo_copy, tmp_path):
+    out = _run(script, str(demo_copy), "--out", str(tmp_path), cwd=tmp_path)
+    assert EXPECT[script.name] in out and "paper:" in out and "ours:" in out
+    assert list(tmp_path.glob("*.html"))

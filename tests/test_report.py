@@ -1,0 +1,138 @@
+"""The HTML report in a real browser: it renders every figure with no JavaScript error, opens
+from disk without a network, and degrades to notes (not a crash) on runs that lack what a
+section needs. Needs Debian's chromium at /usr/bin/chromium (CI installs it)."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from interp.errors import InterpError
+from interp.runs import Run
+from interp.train import train
+from tests.conftest import small_spec
+
+from interp.report import write_report, write_timeline
+
+CHROMIUM = Path("/usr/bin/chromium")
+SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False)
+SECTIONS = ("timeline", "loss", "shuffle", "sensitivity", "attn_to_z", "segments", "attention", "ablation",
+            "patching", "group_hist", "group_share")
+FIGURE_DIV = re.compile(r'<div\b[^>]*\bid="(fig-[\w-]+)"[^>]*>')
+
+
+def render(page: Path, tmp_path: Path) -> str:
+    """The DOM of `page` after headless Chromium has run its scripts (opened from disk)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: the report test needs a real browser. "
+                    "Install it with `apt-get install -y chromium` (CI's .ci/run installs it).")
+    profile = tmp_path / f"chromium-profile-{page.stem}"
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--virtual-time-budget=15000",
+           "--dump-dom", page.resolve().as_uri()]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0 and "</html>" in result.stdout, result.stderr[-3000:]
+    return result.stdout
+
+
+def js_errors(dom: str) -> tuple[int, str]:
+    match = re.search(r'<pre id="js-errors" data-count="(\d+)"[^>]*>(.*?)</pre>', dom, re.S)
+    assert match, "the error recorder's element is missing from the page"
+    return int(match.group(1)), match.group(2)
+
+
+def figures(dom: str) -> dict[str, str]:
+    """Each figure div's id -> its HTML up to the next figure div (figures are never nested)."""
+    hits = list(FIGURE_DIV.finditer(dom))
+    return {m.group(1): dom[m.start(): hits[i + 1].start() if i + 1 < len(hits) else len(dom)]
+            for i, m in enumerate(hits)}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Run:
+    run = Run.create(tmp_path_factory.mktemp("report") / "run", small_spec(**SNAPPING))
+    train(run, progress=False)
+    return run
+
+
+@pytest.fixture(scope="module")
+def report(run, tmp_path_factory) -> Path:
+    return write_report(run, tmp_path_factory.mktemp("html") / "report.html")
+
+
+def test_report_renders_every_figure_in_a_browser(report, tmp_path):
+    dom = render(report, tmp_path)
+    count, text = js_errors(dom)
+    assert count == 0 and not text.strip(), f"JavaScript errors:\n{text}"
+    figs = figures(dom)
+    assert sorted(figs) == sorted(f"fig-{s}" for s in SECTIONS)
+    for div_id, html in figs.items():
+        opening = FIGURE_DIV.search(html).group(0)
+        assert "js-plotly-plot" in opening, f"{div_id} was never handed to plotly"
+        assert 'class="main-svg"' in html, f"{div_id} has no rendered SVG"
+    assert 'class="missing"' not in dom  # a run that snaps gets every section
+
+
+def test_the_error_recorder_sees_errors(run, tmp_path):
+    """The browser test is not vacuous: a throwing script and a rejected promise are recorded."""
+    page = write_timeline(run, tmp_path / "timeline.html")
+    broken = tmp_path / "broken.html"
+    broken.write_text(page.read_text().replace(
+        "</body>", "<script>Promise.reject(new Error('nope')); throw new Error('boom');</script></body>"))
+    count, text = js_errors(render(broken, tmp_path))
+    assert count == 2 and "boom" in text and "nope" in text
+    count, text = js_errors(dom := render(page, tmp_path))
+    assert count == 0, text
+    assert list(figures(dom)) == ["fig-timeline"] and 'class="main-svg"' in dom
+
+
+def test_report_is_self_contained(report):
+    text = report.read_text()
+    assert not re.search(r"<script[^>]*\bsrc=", text), "a script is loaded from elsewhere"
+    assert not re.search(r"<link\b", text), "a stylesheet or resource is loaded from elsewhere"
+    assert text.count("* plotly.js v") == 1, "plotly.js must be embedded exactly once"
+    assert text.count("Plotly.newPlot(") == len(SECTIONS)
+
+
+def test_report_summary_table(run, report):
+    text = report.read_text()
+    summary = text[text.index('id="summary"'): text.index("</table>")]
+    for label in ("K = 4", "D = 96", "plateau height / log K", "τ (half / window)", "routing head",
+                  "its onset", "lead (τ − onset) / τ", "zero-ablating", "groups ≥ 80% accurate at τ/2"):
+        assert label in summary, label
+
+
+def test_second_report_comes_from_the_cache(run, report, tmp_path):
+    again = write_report(run, tmp_path / "again.html")
+    assert re.search(r"analyses: 0 computed, [1-9]\d* from cache", again.read_text())
+
+
+def test_report_of_a_run_with_too_few_checkpoints(tmp_path):
+    short = Run.create(tmp_path / "short", small_spec(steps=1))
+    train(short, progress=False)
+    page = write_report(short, tmp_path / "short.html")
+    text = page.read_text()
+    assert "a timeline needs at least 3 saved checkpoints" in text and "has 2" in text
+    assert 'data-section="timeline"' in text and 'class="missing" data-section="timeline"' in text
+    assert 'class="missing" data-section="ablation"' in text and "never reaches 0.5 log K" in text
+    assert 'class="missing" id="missing"' in text  # listed at the top as well
+    assert 'id="fig-loss"' in text  # what can be drawn still is
+    dom = render(page, tmp_path)
+    count, errors = js_errors(dom)
+    assert count == 0, errors
+    assert all('class="main-svg"' in html for html in figures(dom).values())
+
+    empty = Run.create(tmp_path / "empty", small_spec())
+    text = write_report(empty, tmp_path / "empty.html").read_text()
+    assert "has no saved checkpoints" in text or "has 0" in text
+    assert "has no evaluations yet" in text and "Plotly.newPlot(" not in text
+
+
+def test_write_timeline_explains_what_is_missing(tmp_path):
+    short = Run.create(tmp_path / "short", small_spec(steps=1))
+    train(short, progress=False)
+    with pytest.raises(InterpError, match="at least 3 saved checkpoints"):
+        write_timeline(short, tmp_path / "t.html")
+    assert not (tmp_path / "t.html").exists()
