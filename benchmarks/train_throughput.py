@@ -3,8 +3,9 @@
     python benchmarks/train_throughput.py                 # paper preset, batch 128, CPU
     python benchmarks/train_throughput.py --preset tiny --steps 100 --device cuda
 
-Times the same inner loop `interp.train` runs (batch sampling, forward, backward, AdamW),
-without evaluation or checkpoints, after a few warm-up steps. Prints one JSON line.
+Times the same inner loop `interp.train` runs (batch sampling, forward, backward, AdamW,
+deterministic algorithms on the CPU), without evaluation or checkpoints, after a few
+warm-up steps. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--nondeterministic", action="store_true",
+                        help="leave deterministic algorithms off (interp.train turns them on on the CPU)")
     args = parser.parse_args()
+    deterministic = args.device == "cpu" and not args.nondeterministic
+    torch.use_deterministic_algorithms(deterministic)
 
     spec = preset(args.preset)
     batch = args.batch_size or spec.train.batch_size
@@ -64,6 +69,7 @@ def main() -> None:
         "batch_size": batch,
         "device": args.device,
         "threads": torch.get_num_threads(),
+        "deterministic": deterministic,
         "steps": args.steps,
         "seconds": round(seconds, 3),
         "steps_per_second": round(args.steps / seconds, 2),

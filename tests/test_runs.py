@@ -144,3 +144,17 @@ def test_float16_checkpoints_load_as_float32_and_resume_stays_exact(tmp_path, tr
     resumed = run.load_resume().params
     for name, p in full.named_parameters():
         assert torch.equal(resumed[name], p.detach())
+
+
+def test_written_files_are_readable_by_others(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        run = Run.create(tmp_path / "r", small_spec(steps=2, eval_every=1, checkpoint_every=1))
+        train(run, progress=False)
+    finally:
+        os.umask(old)
+    for path in [run.path / "run.json", run.path / "manifest.json", *(run.path / "checkpoints").iterdir()]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
