@@ -151,7 +151,7 @@ def evaluate_examples(
     selector (draw it with `task.other_selectors`).
     """
     layout = task.layout
-    n, k = len(idx), task.k
+    n = len(idx)
     nan = torch.full((n,), math.nan, dtype=torch.float64)
     correct = task.selector_id[idx]
     target_first = task.tokens[idx, layout.decision_pos + 1]

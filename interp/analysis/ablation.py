@@ -21,7 +21,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from transformer_lens.utilities import get_act_name
 
-from interp.analysis.common import head_name, select_steps, steps_progress
+from interp.analysis.common import head_name, over_steps
 from interp.errors import InterpError
 from interp.metrics import evaluate_examples, summarize
 from interp.runs import Run
@@ -185,7 +185,5 @@ def at(
     """Ablate every head and every layer at each requested step (tidy: one row per component)."""
     if method not in METHODS:
         raise InterpError(f"unknown ablation method {method!r}; allowed: {', '.join(METHODS)}")
-    chosen = select_steps(run, steps)
-    frames = [at_step(run, s, method, n_examples, device, label)
-              for s, label in steps_progress(chosen, f"ablation ({method})", progress)]
-    return pd.concat(frames, ignore_index=True)
+    return over_steps(run, steps, lambda s, label: at_step(run, s, method, n_examples, device, label),
+                      f"ablation ({method})", progress)

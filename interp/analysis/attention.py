@@ -20,10 +20,9 @@ from transformer_lens.utilities import get_act_name
 from interp.analysis.common import (
     group_examples,
     head_name,
+    over_steps,
     probe_groups,
     segment_names,
-    select_steps,
-    steps_progress,
 )
 from interp.runs import Run
 from interp.task import Task
@@ -83,9 +82,7 @@ def evolution(
     progress: bool = False,
 ) -> pd.DataFrame:
     """Tidy: one row per (step, layer, head, query, key) with the mean attention `weight`."""
-    chosen = [s for s, _ in select_steps(run, steps)]
-    frames = [at_step(run, s, n_groups, device) for s in steps_progress(chosen, "attention", progress)]
-    return pd.concat(frames, ignore_index=True)
+    return over_steps(run, steps, lambda s, _: at_step(run, s, n_groups, device), "attention", progress)
 
 
 def segments(patterns: pd.DataFrame, task: Task) -> pd.DataFrame:

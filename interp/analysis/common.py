@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
@@ -105,3 +106,16 @@ def group_examples(task: Task, groups: torch.Tensor) -> torch.Tensor:
 
 def steps_progress(items: list, desc: str, progress: bool):
     return tqdm(items, desc=desc, unit="step", disable=not progress or len(items) < 2, leave=False)
+
+
+def over_steps(
+    run: Run,
+    steps: int | str | Iterable | None,
+    compute: Callable[[int, str], pd.DataFrame],
+    desc: str,
+    progress: bool,
+) -> pd.DataFrame:
+    """Concatenate `compute(step, label)` over the requested steps (see `select_steps`)."""
+    chosen = select_steps(run, steps)
+    return pd.concat([compute(s, label) for s, label in steps_progress(chosen, desc, progress)],
+                     ignore_index=True)

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from interp.analysis.common import group_examples, probe_groups, select_steps, steps_progress
+from interp.analysis.common import group_examples, over_steps, probe_groups
 from interp.metrics import evaluate_examples
 from interp.runs import Run
 from interp.task import Task
@@ -57,9 +57,7 @@ def accuracy(
     progress: bool = False,
 ) -> pd.DataFrame:
     """Tidy: one row per (step, group_id) with acc_cand and loss_cand."""
-    chosen = [s for s, _ in select_steps(run, steps)]
-    frames = [at_step(run, s, n_groups, device) for s in steps_progress(chosen, "groups", progress)]
-    return pd.concat(frames, ignore_index=True)
+    return over_steps(run, steps, lambda s, _: at_step(run, s, n_groups, device), "groups", progress)
 
 
 def snap_steps(acc: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:

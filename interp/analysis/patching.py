@@ -53,11 +53,13 @@ def logit_diff(
     return logits.gather(-1, good.view(-1, 1))[:, 0] - logits.gather(-1, bad.view(-1, 1))[:, 0]
 
 
-def _prepare(model, clean, corrupt, pos):
-    with torch.no_grad():
-        clean_cache = base_cache(model, clean[:, : pos + 1])
-        corrupt_cache = base_cache(model, corrupt[:, : pos + 1])
-    return clean_cache, corrupt_cache
+def _prepare(model, clean, corrupt, good, bad, pos):
+    """Cached clean and corrupted runs (truncated at `pos`) and their mean logit differences."""
+    clean_cache = base_cache(model, clean[:, : pos + 1])
+    corrupt_cache = base_cache(model, corrupt[:, : pos + 1])
+    clean_ld = logit_diff(clean_cache.logits, good, bad).mean()
+    corrupt_ld = logit_diff(corrupt_cache.logits, good, bad).mean()
+    return clean_cache, corrupt_cache, clean_ld, corrupt_ld
 
 
 @torch.no_grad()
@@ -70,19 +72,16 @@ def patch_residual(
     pos: int,
 ) -> dict[str, Tensor]:
     """Mean LD with the clean resid_pre patched in at each (layer, position): table [L, seq]."""
-    clean_cache, corrupt_cache = _prepare(model, clean, corrupt, pos)
+    clean_cache, corrupt_cache, clean_ld, corrupt_ld = _prepare(model, clean, corrupt, good, bad, pos)
     n, n_layers = len(clean), model.cfg.n_layers
-    clean_ld = logit_diff(clean_cache.logits, good, bad).mean()
-    corrupt_ld = logit_diff(corrupt_cache.logits, good, bad).mean()
     table = corrupt_ld.repeat(n_layers, clean.shape[1]).clone()
     rows = torch.arange(n, device=clean.device)
-    with torch.no_grad():
-        for layer in range(n_layers):
-            for p in range(pos + 1):
-                resid = corrupt_cache.resid_pre[layer][:, p:].clone()
-                resid[:, 0] = clean_cache.resid_pre[layer][:, p]
-                logits = resume_from_resid(model, corrupt_cache, layer, resid, p, rows)
-                table[layer, p] = logit_diff(logits, good, bad).mean()
+    for layer in range(n_layers):
+        for p in range(pos + 1):
+            resid = corrupt_cache.resid_pre[layer][:, p:].clone()
+            resid[:, 0] = clean_cache.resid_pre[layer][:, p]
+            logits = resume_from_resid(model, corrupt_cache, layer, resid, p, rows)
+            table[layer, p] = logit_diff(logits, good, bad).mean()
     return {"table": table, "clean": clean_ld, "corrupt": corrupt_ld}
 
 
@@ -97,29 +96,26 @@ def patch_heads(
 ) -> dict[str, Tensor]:
     """Mean LD with each head's clean hook_z patched in: at all positions [L, H], and at each
     position [L, seq, H] (the layouts of transformer_lens.patching)."""
-    clean_cache, corrupt_cache = _prepare(model, clean, corrupt, pos)
+    clean_cache, corrupt_cache, clean_ld, corrupt_ld = _prepare(model, clean, corrupt, good, bad, pos)
     n, n_layers, n_heads = len(clean), model.cfg.n_layers, model.cfg.n_heads
-    clean_ld = logit_diff(clean_cache.logits, good, bad).mean()
-    corrupt_ld = logit_diff(corrupt_cache.logits, good, bad).mean()
     all_pos = torch.empty(n_layers, n_heads, device=clean.device, dtype=corrupt_ld.dtype)
     by_pos = corrupt_ld.repeat(n_layers, clean.shape[1], n_heads).clone()
     # rows: head-major blocks of the n pairs; block h patches head h
     rows = torch.arange(n, device=clean.device).repeat(n_heads)
     head_of_row = torch.arange(n_heads, device=clean.device).repeat_interleave(n)
     one_hot = torch.nn.functional.one_hot(head_of_row, n_heads).bool()  # [H*n, H]
-    with torch.no_grad():
-        for layer in range(n_layers):
-            z_clean, z_corrupt = clean_cache.z[layer][rows], corrupt_cache.z[layer][rows]
-            patch_all = one_hot.view(-1, 1, n_heads, 1)  # every position of head h
-            z = torch.where(patch_all, z_clean, z_corrupt)
-            logits = resume_from_z(model, corrupt_cache, layer, z, 0, rows)
-            all_pos[layer] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
-            # at the last layer a head's output at an earlier position never reaches the decision
-            first = pos if layer == n_layers - 1 else 0
-            for p in range(first, pos + 1):
-                z = torch.where(one_hot.unsqueeze(-1), z_clean[:, p], z_corrupt[:, p])
-                logits = resume_from_z_at(model, corrupt_cache, layer, z, p, rows)
-                by_pos[layer, p] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
+    for layer in range(n_layers):
+        z_clean, z_corrupt = clean_cache.z[layer][rows], corrupt_cache.z[layer][rows]
+        patch_all = one_hot.view(-1, 1, n_heads, 1)  # every position of head h
+        z = torch.where(patch_all, z_clean, z_corrupt)
+        logits = resume_from_z(model, corrupt_cache, layer, z, 0, rows)
+        all_pos[layer] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
+        # at the last layer a head's output at an earlier position never reaches the decision
+        first = pos if layer == n_layers - 1 else 0
+        for p in range(first, pos + 1):
+            z = torch.where(one_hot.unsqueeze(-1), z_clean[:, p], z_corrupt[:, p])
+            logits = resume_from_z_at(model, corrupt_cache, layer, z, p, rows)
+            by_pos[layer, p] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
     return {"all_pos": all_pos, "by_pos": by_pos, "clean": clean_ld, "corrupt": corrupt_ld}
 
 

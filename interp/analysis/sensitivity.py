@@ -26,13 +26,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from transformer_lens.utilities import get_act_name
 
-from interp.analysis.common import (
-    group_examples,
-    head_name,
-    probe_groups,
-    select_steps,
-    steps_progress,
-)
+from interp.analysis.common import group_examples, head_name, over_steps, probe_groups
 from interp.runs import Run
 from interp.task import Task
 
@@ -123,9 +117,7 @@ def across(
     progress: bool = False,
 ) -> pd.DataFrame:
     """Tidy table: one row per (step, layer, head) with COLUMNS, for every requested step."""
-    chosen = [s for s, _ in select_steps(run, steps)]
-    frames = [at_step(run, s, n_groups, device) for s in steps_progress(chosen, "sensitivity", progress)]
-    return pd.concat(frames, ignore_index=True)
+    return over_steps(run, steps, lambda s, _: at_step(run, s, n_groups, device), "sensitivity", progress)
 
 
 def routing_head(sens: pd.DataFrame, column: str = "z_share") -> str:
