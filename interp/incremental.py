@@ -68,10 +68,6 @@ class BaseCache:
     z: list[Tensor]
     logits: Tensor  # [N, vocab] at the last position
 
-    @property
-    def length(self) -> int:
-        return self.resid_pre[0].shape[1]
-
 
 def base_cache(model: nn.Module, tokens: Int[Tensor, "n seq"]) -> BaseCache:
     """Run `tokens` once, keeping only the hooks a resumed forward reads."""

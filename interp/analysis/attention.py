@@ -19,7 +19,6 @@ from transformer_lens.utilities import get_act_name
 
 from interp.analysis.common import (
     group_examples,
-    head_name,
     over_steps,
     probe_groups,
     segment_names,
@@ -96,6 +95,3 @@ def segments(patterns: pd.DataFrame, task: Task) -> pd.DataFrame:
     out["order"] = out["segment"].map(order)
     return out.sort_values(["step", "layer", "head", "order"]).drop(columns="order").reset_index(drop=True)
 
-
-def head_names_of(n_layers: int, n_heads: int) -> list[str]:
-    return [head_name(l, h) for l in range(n_layers) for h in range(n_heads)]
