@@ -259,8 +259,9 @@ def _sections(run: Run, tables: dict, problems: dict, tl: Timeline | None, tl_pr
          timeline_fig),
         ("loss", "Losses",
          "Full loss (a1..a4 and EOS), first-token loss and candidate loss (over the K candidates of the group), "
-         "in nats. The candidate loss first drops to log K (the marginal: z ignored), waits on the plateau, "
-         "then snaps to 0 once z is used.",
+         "in nats. The candidate loss first drops to log K (z ignored: the K candidates of a group score alike), "
+         "waits on the plateau, then snaps to 0 once z is used. The first-token loss shows whether the "
+         "marginal over the K first characters was learned (it would sit at log K too).",
          lambda: plots.loss_curves(need_metrics(), run.log_k, t)),
         ("shuffle", "Shuffle gap",
          "First-token loss with z replaced by another selector of the group, minus the clean loss: ~0 while the "
