@@ -1,38 +1,10 @@
-"""Test setup: runtime shape checking of every jaxtyping annotation in `interp`, shared fixtures."""
+"""Shared fixtures. Runtime shape checking of every jaxtyping annotation in `interp` is switched
+on by pytest's jaxtyping option in pyproject.toml (`--jaxtyping-packages=interp,beartype.beartype`),
+which instruments the whole package before anything imports it."""
 
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
-
-from jaxtyping import install_import_hook  # noqa: E402
-
-# Every annotated function of the package is checked at call time (jaxtyping + beartype).
-with install_import_hook("interp", "beartype.beartype"):
-    import interp  # noqa: F401
-    import interp.analysis.ablation  # noqa: F401
-    import interp.analysis.attention  # noqa: F401
-    import interp.analysis.cache  # noqa: F401
-    import interp.analysis.common  # noqa: F401
-    import interp.analysis.groups  # noqa: F401
-    import interp.analysis.patching  # noqa: F401
-    import interp.analysis.sensitivity  # noqa: F401
-    import interp.analysis.suite  # noqa: F401
-    import interp.cli  # noqa: F401
-    import interp.incremental  # noqa: F401
-    import interp.io  # noqa: F401
-    import interp.metrics  # noqa: F401
-    import interp.model  # noqa: F401
-    import interp.plots  # noqa: F401
-    import interp.presets  # noqa: F401
-    import interp.report  # noqa: F401
-    import interp.runs  # noqa: F401
-    import interp.seeding  # noqa: F401
-    import interp.spec  # noqa: F401
-    import interp.summary  # noqa: F401
-    import interp.task  # noqa: F401
-    import interp.timelines  # noqa: F401
-    import interp.train  # noqa: F401
-    import interp.transition  # noqa: F401
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

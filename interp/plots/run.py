@@ -1,4 +1,4 @@
-"""Figures of the analysis tables: the only module of the package that imports plotly.
+"""Figures of one run's analysis tables.
 
 Every function maps tidy tables of `interp.analysis.*` (or a run's metrics) to a
 `plotly.graph_objects.Figure` and computes nothing heavier than a pivot, so figures can be
@@ -15,145 +15,42 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from interp.analysis import groups as groups_analysis
 from interp.errors import InterpError
-from interp.timelines import Timeline
-
-STEP_TITLE = "step (optimizer steps)"
-LOSS_TITLE = "loss (nats)"
-TAU_COLOR = "black"
-LOGK_COLOR = "#7f7f7f"
-ONSET_COLOR = "#555555"
-ROUTING_COLOR = "#d62728"
-PALETTE = qualitative.Plotly
-
-# (column, legend name) of the loss curves, in drawing order
-LOSSES = (("loss", "full loss"), ("loss_first", "first-token loss"), ("loss_cand", "candidate loss"))
-
-COLUMN_TITLES = {
-    "z_share": "z-share (fraction of output variance)",
-    "attn_to_z": "attention to z (mass)",
-    "z_var": "within-group variance (squared norm)",
-    "out_norm": "mean output norm",
-}
-METRIC_TITLES = {
-    "loss": "loss (nats)",
-    "loss_first": "first-token loss (nats)",
-    "loss_cand": "candidate loss (nats)",
-    "shuffle_gap": "shuffle gap (nats)",
-    "acc_first": "first-token accuracy (fraction)",
-    "acc_cand": "candidate accuracy (fraction)",
-    "acc_exact": "exact-match accuracy (fraction)",
-}
-
-
-# ---------------------------------------------------------------------------- helpers
-def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    """Fail early, naming the table, instead of a KeyError deep inside plotly."""
-    if df is None or df.empty:
-        raise InterpError(f"{what}: the table is empty (nothing was analysed)")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise InterpError(f"{what}: the table lacks the column(s) {', '.join(missing)}")
-
-
-def _metric_title(metric: str) -> str:
-    if metric.startswith("delta_"):
-        base = metric[len("delta_"):]
-        return "Δ " + METRIC_TITLES.get(base, base)
-    if metric.startswith("clean_"):
-        return "unablated " + METRIC_TITLES.get(metric[len("clean_"):], metric)
-    return METRIC_TITLES.get(metric, metric)
-
-
-def _head_order(df: pd.DataFrame) -> list[str]:
-    """Head names sorted by (layer, head): L0H0 first, not lexicographic (L10 after L9)."""
-    heads = df[["layer", "head", "head_name"]].drop_duplicates().sort_values(["layer", "head"])
-    return [str(h) for h in heads["head_name"]]
-
-
-def _tau_line(fig: go.Figure, tau: int | None, label: str = "τ", row="all", col="all") -> None:
-    """Dotted vertical line at tau on every subplot, labelled once above the first one."""
-    if tau is None:
-        return
-    fig.add_vline(x=tau, row=row, col=col, name="tau", line=dict(color=TAU_COLOR, dash="dot", width=1.5))
-    fig.add_annotation(x=tau, xref="x", y=1.0, yref="y domain", yanchor="bottom", showarrow=False,
-                       text=f"{label} = {tau}", name="tau label", font=dict(size=11, color=TAU_COLOR))
-
-
-def _log_k_line(fig: go.Figure, log_k: float, row=None, col=None) -> None:
-    fig.add_hline(y=log_k, row=row, col=col, name="log K", line=dict(color=LOGK_COLOR, dash="dash", width=1.5),
-                  annotation=dict(text=f"log K = {log_k:.2f}", font=dict(size=11, color=LOGK_COLOR)),
-                  annotation_position="bottom right")
-
-
-def _loss_traces(metrics: pd.DataFrame) -> list[go.Scatter]:
-    traces = []
-    for i, (column, name) in enumerate(LOSSES):
-        if column not in metrics or metrics[column].isna().all():
-            continue
-        df = metrics.dropna(subset=[column])
-        traces.append(go.Scatter(
-            x=df["step"], y=df[column], name=name, mode="lines+markers", marker=dict(size=4),
-            line=dict(color=PALETTE[i]),
-            hovertemplate=f"step %{{x}}<br>{name} %{{y:.3f}} nats<extra></extra>",
-        ))
-    return traces
-
-
-def _shuffle_trace(metrics: pd.DataFrame) -> go.Scatter:
-    df = metrics.dropna(subset=["shuffle_gap"])
-    return go.Scatter(x=df["step"], y=df["shuffle_gap"], name="shuffle gap", mode="lines+markers",
-                      marker=dict(size=4), line=dict(color=PALETTE[3]),
-                      hovertemplate="step %{x}<br>shuffle gap %{y:.3f} nats<extra></extra>")
-
-
-def _head_heatmap(sens: pd.DataFrame, column: str, **kwargs) -> tuple[go.Heatmap, list[str]]:
-    """Heads (rows, L0H0 first) x steps (columns, at their real step values)."""
-    _require(sens, ["step", "layer", "head", "head_name", column], f"heatmap of {column}")
-    order = _head_order(sens)
-    grid = sens.pivot_table(index="head_name", columns="step", values=column, aggfunc="first", dropna=False)
-    grid = grid.reindex(index=order, columns=sorted(sens["step"].unique()))
-    title = COLUMN_TITLES.get(column, column)
-    bounded = column in ("z_share", "attn_to_z")
-    trace = go.Heatmap(
-        x=[int(s) for s in grid.columns], y=order, z=grid.to_numpy(dtype=float), name=column,
-        colorscale="Viridis", zmin=0.0 if bounded else None, zmax=1.0 if bounded else None,
-        colorbar=dict(title=dict(text=title, side="right")),
-        hovertemplate=f"%{{y}}<br>step %{{x}}<br>{column} %{{z:.3f}}<extra></extra>", **kwargs,
-    )
-    return trace, order
-
-
-def _onset_trace(onsets: pd.DataFrame, highlight: str | None = None) -> go.Scatter:
-    have = onsets.dropna(subset=["onset"])
-    colors = [ROUTING_COLOR if h == highlight else "white" for h in have["head_name"]]
-    return go.Scatter(
-        x=[int(v) for v in have["onset"]], y=[str(h) for h in have["head_name"]], name="onset",
-        mode="markers", marker=dict(symbol="diamond", size=11, color=colors, line=dict(color="black", width=1.5)),
-        hovertemplate="%{y}: onset at step %{x}<extra></extra>",
-    )
-
-
-def _position_labels(positions: Sequence[int], labels: Sequence[str] | None) -> list[str]:
-    if labels is None:
-        return [str(p) for p in positions]
-    return [f"{p} {labels[p]}" if p < len(labels) else str(p) for p in positions]
+from interp.plots.style import (
+    COLUMN_TITLES,
+    LOGK_COLOR,
+    LOSS_TITLE,
+    ONSET_COLOR,
+    PALETTE,
+    ROUTING_COLOR,
+    STEP_TITLE,
+    TAU_COLOR,
+    head_heatmap,
+    head_order,
+    log_k_line,
+    loss_traces,
+    metric_title,
+    onset_trace,
+    position_labels,
+    require,
+    shuffle_trace,
+    tau_line,
+)
 
 
 # ---------------------------------------------------------------------------- losses
 def loss_curves(metrics: pd.DataFrame, log_k: float, tau: int | None = None) -> go.Figure:
     """Full, first-token and candidate loss vs step: the plateau at log K and the snap."""
-    _require(metrics, ["step"], "loss curves")
-    traces = _loss_traces(metrics)
+    require(metrics, ["step"], "loss curves")
+    traces = loss_traces(metrics)
     if not traces:
         raise InterpError("loss curves: the metrics have no loss values yet")
     fig = go.Figure(traces)
-    _log_k_line(fig, log_k)
-    _tau_line(fig, tau)
+    log_k_line(fig, log_k)
+    tau_line(fig, tau)
     fig.update_layout(title="Losses: the plateau at log K, then the snap", height=450,
                       xaxis_title=STEP_TITLE, yaxis_title=LOSS_TITLE, hovermode="x unified")
     return fig
@@ -161,12 +58,12 @@ def loss_curves(metrics: pd.DataFrame, log_k: float, tau: int | None = None) -> 
 
 def shuffle_gap(metrics: pd.DataFrame, tau: int | None = None) -> go.Figure:
     """Shuffle gap (first-token loss with another selector minus the clean one): does z matter yet?"""
-    _require(metrics, ["step", "shuffle_gap"], "shuffle gap")
+    require(metrics, ["step", "shuffle_gap"], "shuffle gap")
     if metrics["shuffle_gap"].isna().all():
         raise InterpError("shuffle gap: the run has no shuffle gap (its direction has no selector z)")
-    fig = go.Figure([_shuffle_trace(metrics)])
+    fig = go.Figure([shuffle_trace(metrics)])
     fig.add_hline(y=0.0, line=dict(color=LOGK_COLOR, width=1))
-    _tau_line(fig, tau)
+    tau_line(fig, tau)
     fig.update_layout(title="Shuffle gap: the cost of replacing z by another selector", height=380,
                       xaxis_title=STEP_TITLE, yaxis_title="shuffle gap Δz (nats)", showlegend=False)
     return fig
@@ -181,11 +78,11 @@ def sensitivity_heatmap(
     highlight: str | None = None,
 ) -> go.Figure:
     """Heads x steps heatmap of one sensitivity column, with each head's onset as a marker."""
-    trace, order = _head_heatmap(sens, column)
+    trace, order = head_heatmap(sens, column)
     fig = go.Figure([trace])
     if onsets is not None and not onsets.empty:
-        fig.add_trace(_onset_trace(onsets, highlight))
-    _tau_line(fig, tau)
+        fig.add_trace(onset_trace(onsets, highlight))
+    tau_line(fig, tau)
     fig.update_layout(
         title=f"Per-head {COLUMN_TITLES.get(column, column)} at the decision position", height=120 + 34 * len(order),
         xaxis_title=STEP_TITLE, yaxis=dict(title="head", autorange="reversed", type="category"),
@@ -204,7 +101,7 @@ def attention_evolution(
     them blank makes the lower triangle readable. `step` is the frame shown first (default
     the first step).
     """
-    _require(patterns, ["step", "layer", "head", "head_name", "query", "key", "weight"], "attention evolution")
+    require(patterns, ["step", "layer", "head", "head_name", "query", "key", "weight"], "attention evolution")
     steps = sorted(int(s) for s in patterns["step"].unique())
     n_layers, n_heads = int(patterns["layer"].max()) + 1, int(patterns["head"].max()) + 1
     t = int(max(patterns["query"].max(), patterns["key"].max())) + 1
@@ -225,7 +122,7 @@ def attention_evolution(
     fig = make_subplots(rows=n_layers, cols=n_heads, subplot_titles=[names.get(lh, "") for lh in heads],
                         horizontal_spacing=0.05, vertical_spacing=min(0.3, gap / (height - 160)))
     positions = list(range(t))
-    ticks = _position_labels(positions, labels)
+    ticks = position_labels(positions, labels)
 
     def heatmap(s: int, l: int, h: int) -> go.Heatmap:
         return go.Heatmap(z=cube[s, l, h], x=positions, y=positions, coloraxis="coloraxis",
@@ -267,7 +164,7 @@ def attention_evolution(
 
 def attention_segments(segments: pd.DataFrame, tau: int | None = None) -> go.Figure:
     """Decision-position attention mass per segment over steps: one subplot per head."""
-    _require(segments, ["step", "layer", "head", "head_name", "segment", "mass"], "attention segments")
+    require(segments, ["step", "layer", "head", "head_name", "segment", "mass"], "attention segments")
     n_layers, n_heads = int(segments["layer"].max()) + 1, int(segments["head"].max()) + 1
     names = {(int(r.layer), int(r.head)): str(r.head_name)
              for r in segments[["layer", "head", "head_name"]].drop_duplicates().itertuples()}
@@ -288,7 +185,7 @@ def attention_segments(segments: pd.DataFrame, tau: int | None = None) -> go.Fig
                               "<extra></extra>",
             ), row=int(layer) + 1, col=int(head) + 1)
             shown.add(seg)
-    _tau_line(fig, tau)
+    tau_line(fig, tau)
     fig.update_yaxes(range=[-0.02, 1.02])
     for h in range(n_heads):
         fig.update_xaxes(title_text=STEP_TITLE, row=n_layers, col=h + 1)
@@ -302,7 +199,7 @@ def attention_segments(segments: pd.DataFrame, tau: int | None = None) -> go.Fig
 # ---------------------------------------------------------------------------- ablation, patching
 def ablation_heatmaps(abl: pd.DataFrame, metric: str = "delta_loss_cand") -> go.Figure:
     """Layer x head heatmaps of an ablation effect, side by side per step (pre / mid / post)."""
-    _require(abl, ["step", "layer", "head", metric], "ablation heatmaps")
+    require(abl, ["step", "layer", "head", metric], "ablation heatmaps")
     heads = abl[abl["head"].notna()].copy()
     if heads.empty:
         raise InterpError("ablation heatmaps: the table has no per-head rows")
@@ -326,10 +223,10 @@ def ablation_heatmaps(abl: pd.DataFrame, metric: str = "delta_loss_cand") -> go.
     fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(title_text="layer", row=1, col=1)
     fig.update_layout(
-        title=f"{method.capitalize() or 'Head'}-ablating one head at a time: {_metric_title(metric)}",
+        title=f"{method.capitalize() or 'Head'}-ablating one head at a time: {metric_title(metric)}",
         height=200 + 60 * n_layers,
         coloraxis=dict(colorscale="RdBu_r", cmin=-max(vmax, 1e-9), cmax=max(vmax, 1e-9),
-                       colorbar=dict(title=dict(text=_metric_title(metric), side="right"))),
+                       colorbar=dict(title=dict(text=metric_title(metric), side="right"))),
     )
     return fig
 
@@ -342,8 +239,8 @@ def patching_heatmaps(residual: pd.DataFrame, heads: pd.DataFrame, step: int | N
     `step` picks one step when the tables hold several (default: the last).
     """
     cols = ["step", "layer", "position", "segment", "patched_ld", "normalized", "clean_ld", "corrupt_ld"]
-    _require(residual, cols, "residual patching")
-    _require(heads, cols + ["head", "head_name"], "head patching")
+    require(residual, cols, "residual patching")
+    require(heads, cols + ["head", "head_name"], "head patching")
     if step is None:
         step = int(residual["step"].max())
     residual, heads = residual[residual["step"] == step], heads[heads["step"] == step]
@@ -362,7 +259,7 @@ def patching_heatmaps(residual: pd.DataFrame, heads: pd.DataFrame, step: int | N
     res = res.reindex(index=range(n_layers), columns=positions)
     per_pos = heads[heads["position"].notna()].copy()
     per_pos["position"] = per_pos["position"].astype(int)
-    order = _head_order(heads)
+    order = head_order(heads)
     hp = per_pos.pivot_table(index="head_name", columns="position", values=value, aggfunc="first", dropna=False)
     hp = hp.reindex(index=order, columns=positions)
     allpos = heads[heads["position"].isna()].set_index("head_name")[value].reindex(order)
@@ -407,7 +304,7 @@ def group_histograms(
     threshold: float = groups_analysis.THRESHOLD,
 ) -> go.Figure:
     """Per-group candidate accuracy histograms at fractions of tau: a collective snap moves them all at once."""
-    _require(acc, ["step", "group_id", "acc_cand"], "group histograms")
+    require(acc, ["step", "group_id", "acc_cand"], "group histograms")
     if not tau:
         raise InterpError("group histograms need tau, and the candidate loss never falls below 0.5 log K")
     share = groups_analysis.share_above(acc, tau, fractions=fractions, threshold=threshold)
@@ -431,7 +328,7 @@ def group_histograms(
 
 def groups_share(acc: pd.DataFrame, tau: int | None = None, threshold: float = groups_analysis.THRESHOLD) -> go.Figure:
     """Share of groups at or above `threshold` candidate accuracy, at every analysed step."""
-    _require(acc, ["step", "acc_cand"], "groups share")
+    require(acc, ["step", "acc_cand"], "groups share")
     share = (acc["acc_cand"] >= threshold).groupby(acc["step"]).mean().sort_index()
     fig = go.Figure([go.Scatter(
         x=share.index, y=share.to_numpy(), name=f"share ≥ {threshold:.0%}", mode="lines+markers",
@@ -441,7 +338,7 @@ def groups_share(acc: pd.DataFrame, tau: int | None = None, threshold: float = g
         fig.add_vline(x=tau / 2, name="tau/2", line=dict(color=LOGK_COLOR, dash="dot", width=1))
         fig.add_annotation(x=tau / 2, xref="x", y=1.0, yref="y domain", yanchor="bottom", showarrow=False,
                            text="τ/2", name="tau/2 label", font=dict(size=11, color=LOGK_COLOR))
-    _tau_line(fig, tau)
+    tau_line(fig, tau)
     fig.update_layout(title=f"Share of groups with candidate accuracy ≥ {threshold:.0%}", height=380,
                       xaxis_title=STEP_TITLE, yaxis=dict(title="share of groups (fraction)", range=[-0.02, 1.05]),
                       showlegend=False)
@@ -449,23 +346,23 @@ def groups_share(acc: pd.DataFrame, tau: int | None = None, threshold: float = g
 
 
 # ---------------------------------------------------------------------------- timeline
-def timeline_figure(tl: Timeline) -> go.Figure:
+def timeline_figure(tl) -> go.Figure:
     """Losses, shuffle gap and per-head sensitivity on one step axis, with onsets and tau marked.
 
     Onsets and tau are vertical lines across all three panels (shapes named "onset HEAD"
     and "tau") and the onsets are also diamonds in the heatmap row (trace "onset").
     """
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, row_heights=[0.38, 0.2, 0.42], vertical_spacing=0.05)
-    for trace in _loss_traces(tl.metrics):
+    for trace in loss_traces(tl.metrics):
         fig.add_trace(trace, row=1, col=1)
-    _log_k_line(fig, tl.log_k, row=1, col=1)
+    log_k_line(fig, tl.log_k, row=1, col=1)
     if "shuffle_gap" in tl.metrics and tl.metrics["shuffle_gap"].notna().any():
-        fig.add_trace(_shuffle_trace(tl.metrics), row=2, col=1)
+        fig.add_trace(shuffle_trace(tl.metrics), row=2, col=1)
     domain = fig.layout.yaxis3.domain
-    heat, order = _head_heatmap(tl.sensitivity, tl.column)
+    heat, order = head_heatmap(tl.sensitivity, tl.column)
     heat.colorbar.update(y=(domain[0] + domain[1]) / 2, len=domain[1] - domain[0], yanchor="middle")
     fig.add_trace(heat, row=3, col=1)
-    fig.add_trace(_onset_trace(tl.onsets, tl.routing_head), row=3, col=1)
+    fig.add_trace(onset_trace(tl.onsets, tl.routing_head), row=3, col=1)
 
     def marker(x: int, name: str, color: str, dash: str, width: float) -> None:
         fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, name=name,
