@@ -9,7 +9,7 @@ import hashlib
 import numpy as np
 import torch
 
-STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference")
+STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "hessian", "llc", "bootstrap")
 
 
 def derive_seed(seed: int, stream: str) -> int:
