@@ -4,36 +4,53 @@
     run = interp.Run.open("checkpoints/demo")
     model = run.model(run.steps[-1])     # a transformer_lens.HookedTransformer
     interp.tau(run)                      # tau_half; interp.tau(run, kind="window")
+    sw = interp.Sweep.open("sweeps/k")   # a family of runs; sw.table()
+
+Names are imported on first use, so `import interp` (and the `interp` command's quick paths:
+--help, ls, show, bad input) never loads torch or TransformerLens.
 """
 
+from __future__ import annotations
+
+import importlib
+
 from interp.errors import InterpError
-from interp.model import ModelSpec
-from interp.presets import PRESETS, preset
-from interp.runs import Run
-from interp.spec import RunSpec, TrainSpec
-from interp.task import Task, TaskSpec
-from interp.transition import tau
+
+# public name -> module that defines it
+_LAZY = {
+    "ModelSpec": "interp.spec",
+    "RunSpec": "interp.spec",
+    "TaskSpec": "interp.spec",
+    "TrainSpec": "interp.spec",
+    "PRESETS": "interp.presets",
+    "preset": "interp.presets",
+    "Run": "interp.runs",
+    "Task": "interp.task",
+    "tau": "interp.transition",
+    "Sweep": "interp.sweeps.sweep",
+    "SweepSpec": "interp.sweeps.sweep",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'interp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def timeline(run, **kwargs):
-    """The circuit-formation timeline of `run` (`interp.timelines.timeline`; imported lazily
-    because it loads TransformerLens)."""
+    """The circuit-formation timeline of `run` (`interp.timelines.timeline`)."""
     from interp.timelines import timeline as compute
 
     return compute(run, **kwargs)
 
 
-__all__ = [
-    "PRESETS",
-    "InterpError",
-    "ModelSpec",
-    "Run",
-    "RunSpec",
-    "Task",
-    "TaskSpec",
-    "TrainSpec",
-    "preset",
-    "tau",
-    "timeline",
-]
+__all__ = ["InterpError", "timeline", *_LAZY]
 __version__ = "0.1.0"

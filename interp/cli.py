@@ -33,9 +33,7 @@ def _optional(kind):
 
 def _add_override_flags(parser: argparse.ArgumentParser) -> None:
     """One --flag per spec field (`--k`, `--n-bases`, `--lr`, `--d-model`, ...)."""
-    from interp.model import ACT_FNS, ModelSpec
-    from interp.spec import CHECKPOINT_DTYPES, SCHEDULES, TrainSpec
-    from interp.task import DIRECTIONS, TaskSpec
+    from interp.spec import ACT_FNS, CHECKPOINT_DTYPES, DIRECTIONS, SCHEDULES, ModelSpec, TaskSpec, TrainSpec
 
     choices = {"direction": list(DIRECTIONS), "schedule": list(SCHEDULES), "act_fn": list(ACT_FNS),
                "checkpoint_dtype": list(CHECKPOINT_DTYPES)}
@@ -61,38 +59,97 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 # ---------------------------------------------------------------------------- train
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    from interp.devices import check_device, check_fits
+    from interp.runs import Run, check_new_folder
+
+    if args.out is not None and args.out.strip() == "":
+        raise InterpError("--out must be a non-empty path")
+    overrides = _overrides(args)
+    if args.resume:
+        if args.preset is not None:
+            raise InterpError("--resume continues the run's stored spec; --preset cannot be combined with it")
+        if args.out is None:
+            raise InterpError("--resume needs --out RUN_FOLDER (the run to continue)")
+        return _resume(Path(args.out), overrides, args)
     from interp.presets import preset
+
+    name = args.preset or DEFAULT_PRESET
+    out = Path(args.out) if args.out is not None else Path("checkpoints") / name
+    spec = preset(name).override(**overrides)
+    spec.validate()
+    check_new_folder(out)
+    device = check_device(args.device)
+    check_fits(spec, device)
+    created = not out.exists()
+    run = Run.create(out, spec)
+    return _train(run, device, args, created=created)
+
+
+def _resume(out: Path, overrides: dict, args: argparse.Namespace) -> int:
+    """Validate everything (spec, lock, resume state, steps, device) before writing anything."""
+    from interp.devices import check_device, check_fits
     from interp.runs import Run
+
+    run = Run.open(out)
+    steps = overrides.pop("steps", None)
+    changed = {k: v for k, v in overrides.items() if run.spec.override(**{k: v}) != run.spec}
+    if changed:
+        raise InterpError(
+            f"--resume continues the stored spec; only --steps may change (got {', '.join(changed)})"
+        )
+    device = check_device(args.device)
+    run.acquire()
+    state = run.load_resume()
+    reached = max([state.step if state else 0, *run.steps])
+    if steps is not None:
+        if steps < reached:
+            raise InterpError(f"--steps {steps} is below step {reached}, which {out} has already reached; "
+                              f"a resumed run can only go further")
+        new_spec = run.spec.override(steps=steps)
+        new_spec.validate()
+        check_fits(new_spec, device)
+        if steps != run.spec.train.steps:
+            run.set_steps(steps)
+    return _train(run, device, args, created=False, resume=state)
+
+
+def _train(run, device: str, args: argparse.Namespace, created: bool, resume=None) -> int:
     from interp.summary import run_summary
     from interp.train import train
 
-    out = Path(args.out) if args.out else Path("checkpoints") / args.preset
-    overrides = _overrides(args)
-    if args.resume:
-        run = Run.open(out)
-        steps = overrides.pop("steps", None)
-        changed = {k: v for k, v in overrides.items() if run.spec.override(**{k: v}) != run.spec}
-        if changed:
-            raise InterpError(
-                f"--resume continues the stored spec; only --steps may change (got {', '.join(changed)})"
-            )
-        if steps is not None and steps != run.spec.train.steps:
-            run.set_steps(steps)
-    else:
-        spec = preset(args.preset).override(**overrides)
-        spec.validate()
-        run = Run.create(out, spec)
-    print(f"training {run!r} on {args.device}", file=sys.stderr)
+    print(f"training {run!r} on {device}", file=sys.stderr)
     try:
-        result = train(run, device=args.device, progress=not args.quiet)
+        result = train(run, device=device, progress=not args.quiet, resume=resume)
     except KeyboardInterrupt:
-        print(f"\ninterrupted; continue with: interp train --resume --out {out}", file=sys.stderr)
+        print(f"\ninterrupted; continue with: interp train --resume --out {run.path}", file=sys.stderr)
         return 130
+    except BaseException:
+        if created and not run.steps:
+            _remove_unstarted(run)
+        raise
     note = " (stopped after the snap)" if result.stopped_early else ""
     print(f"trained to step {result.last_step} in {result.seconds:.1f} s{note}", file=sys.stderr)
     _print_summary(run_summary(run))
     return 0
+
+
+def _remove_unstarted(run) -> None:
+    """A run that failed before its first checkpoint leaves no folder behind."""
+    import shutil
+
+    run.release()
+    shutil.rmtree(run.path, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------- show / ls
@@ -147,11 +204,16 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise InterpError(f"no folder at {root}")
     paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
-    summaries = [run_summary(Run.open(p)) for p in paths]
+    summaries, broken = [], []
+    for path in paths:
+        try:
+            summaries.append(run_summary(Run.open(path)))
+        except InterpError as exc:
+            broken.append((path, str(exc)))
     if args.json:
-        print(json.dumps(summaries, indent=2))
-        return 0
-    if not summaries:
+        print(json.dumps(summaries + [{"path": str(p), "error": e} for p, e in broken], indent=2))
+        return 1 if broken else 0
+    if not summaries and not broken:
         print(f"no runs in {root}")
         return 0
     header = f"{'run':<24} {'direction':<9} {'K':>3} {'D':>7} {'seed':>4} {'ckpts':>5} {'last':>7} " \
@@ -163,15 +225,20 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print(f"{Path(s['path']).name:<24} {s['direction']:<9} {s['k']:>3} {s['dataset_size']:>7} "
               f"{s['seed']:>4} {s['n_checkpoints']:>5} {_fmt(s['last_step']):>7} "
               f"{_fmt(s['tau_half']):>8} {_fmt(final, '.4f'):>13}")
-    return 0
+    for path, error in broken:
+        print(f"{path.name:<24} unreadable: {error}")
+    return 1 if broken else 0
 
 
 # ---------------------------------------------------------------------------- analyze
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from interp.analysis.suite import describe, run_suite
+    from interp.devices import check_device
     from interp.runs import Run
 
     run = Run.open(args.run)
+    check_device(args.device)
+    from interp.analysis.suite import describe, run_suite
+
     result = run_suite(run, only=args.only, steps=args.steps, method=args.method, n_groups=args.n_groups,
                        device=args.device, progress=not args.quiet and not args.json, cache=not args.no_cache)
     if args.json:
@@ -208,9 +275,14 @@ def _retrain(path: Path, quiet: bool, device: str) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from interp.devices import check_device
+    from interp.io import check_output_file
     from interp.report import write_report
     from interp.runs import Run
 
+    check_output_file(args.output, "report file (-o)")
+    check_device(args.device)
+    Run.open(args.run)
     if args.retrain:
         _retrain(Path(args.run), args.quiet, args.device)
     import time
@@ -223,8 +295,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
+    from interp.devices import check_device
+    from interp.io import check_output_file
     from interp.report import write_timeline
     from interp.runs import Run
+
+    check_output_file(args.output, "timeline file (-o)")
+    check_device(args.device)
 
     path = write_timeline(Run.open(args.run), Path(args.output), cache=not args.no_cache, device=args.device,
                           progress=not args.quiet)
@@ -240,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("train", help="train a run (or --resume one) with dense checkpoints")
-    p.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS), help="named configuration")
+    p.add_argument("--preset", choices=list(PRESETS), help=f"named configuration (default: {DEFAULT_PRESET})")
     p.add_argument("--out", help="run folder to create (default: checkpoints/PRESET)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
@@ -258,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", help="comma-separated subset of: sensitivity, attention, groups, ablation, patching")
     p.add_argument("--steps", help="saved steps, 'all', or pre/mid/post (tau/4, tau, 2 tau), comma-separated")
     p.add_argument("--method", default="zero", choices=["zero", "mean", "resample"], help="ablation method")
-    p.add_argument("--n-groups", type=int, help="probe size in groups (default: per analysis)")
+    p.add_argument("--n-groups", type=_positive_int, help="probe size in groups (default: per analysis)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--no-cache", action="store_true", help="recompute everything, write nothing")
     p.add_argument("--json", action="store_true", help="findings and tables as JSON on stdout")
@@ -295,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except InterpError as exc:
         print(f"interp: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the file system refused (permissions, a full disk, a path under a file)
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"interp: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
 
 

@@ -8,6 +8,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from interp.errors import InterpError
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -49,3 +51,21 @@ def append_line(path: Path, line: str) -> None:
         f.write(line + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def check_output_file(path: str | Path, what: str = "output file") -> Path:
+    """Refuse, before any work is done, a path a file cannot be written to: empty, a folder,
+    under a file, or not writable. Missing parent folders are fine (they are created)."""
+    if str(path).strip() == "":
+        raise InterpError(f"the {what} must be a non-empty path")
+    path = Path(path)
+    if path.is_dir():
+        raise InterpError(f"{path} is a folder; the {what} must be a file path (e.g. {path / 'report.html'})")
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InterpError(f"cannot write {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InterpError(f"cannot write {path}: permission denied")
+    return path

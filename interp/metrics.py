@@ -1,4 +1,4 @@
-"""Losses and diagnostics shared by training and analyses (SPEC section 4).
+"""Losses and diagnostics shared by training and analyses (docs/definitions.md, "Metrics").
 
 All functions are batched and chunked; `model` is anything mapping tokens [n, seq] to
 logits [n, seq, vocab] (a HookedTransformer, or a hand-built module in tests).
@@ -10,7 +10,8 @@ Definitions:
   loss -log softmax(s)_k for the correct k; the first-token variant restricts a softmax of the
   decision-position logits to the K candidates' first tokens;
 - shuffle gap dz = L1(B, z', A) - L1(B, z, A), z' a selector of the same group, never the
-  correct one;
+  correct one; `shuffle_gap_full` is the same substitution scored on the full loss (a1..a4 and
+  EOS), which also sees z being read at the later output positions;
 - accuracies: first-token argmax, candidate argmax, exact match (teacher-forced argmax right
   at every output position, which is the same as greedy decoding reproducing the target).
 """
@@ -37,6 +38,7 @@ PER_EXAMPLE = (
     "loss_cand",
     "loss_cand_first",
     "shuffle_gap",
+    "shuffle_gap_full",
     "acc_first",
     "acc_cand",
     "acc_exact",
@@ -179,12 +181,13 @@ def evaluate_examples(
     if task.has_selector and alt_selector is not None:
         if bool((alt_selector == correct).any()):
             raise ValueError("shuffle gap: alt_selector must never be the example's own selector")
-        shuffled = decision_logits(
-            model, task.with_selector(idx, alt_selector), layout.decision_pos, chunk_size
+        shuffled_logp, _, shuffled_first = output_logprobs(
+            model, task.with_selector(idx, alt_selector), layout.loss_pos, chunk_size
         )
-        out["shuffle_gap"] = first_token_nll(shuffled, target_first) - out["loss_first"]
+        out["shuffle_gap"] = first_token_nll(shuffled_first, target_first) - out["loss_first"]
+        out["shuffle_gap_full"] = -shuffled_logp.mean(-1) - out["loss"]
     else:
-        out["shuffle_gap"] = nan
+        out["shuffle_gap"] = out["shuffle_gap_full"] = nan
     return {name: out[name] for name in PER_EXAMPLE}
 
 

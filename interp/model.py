@@ -1,62 +1,19 @@
 """ModelSpec -> HookedTransformerConfig -> HookedTransformer, initialised from a local generator.
 
-TransformerLens is imported lazily: `interp ls` and `interp show` never pay for it.
+TransformerLens is imported lazily, inside the functions that build models.
 This is the one place that constructs a HookedTransformer, so it is also the one place
 that silences its 3.x deprecation warning.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import warnings
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from interp.errors import InterpError
 from interp.seeding import torch_generator
-
-ACT_FNS = ("gelu", "gelu_new", "relu", "silu")
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """Architecture of the transformer (SPEC section 3 defaults: ~0.8M parameters)."""
-
-    n_layers: int = 4
-    n_heads: int = 4
-    d_model: int = 128
-    d_head: int = 32
-    d_mlp: int = 512
-    act_fn: str = "gelu"
-    init_std: float | None = None  # None: 0.8 / sqrt(d_model), TransformerLens's GPT-2 default
-
-    def validate(self) -> None:
-        for name in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InterpError(f"{name} must be a positive integer, got {value!r}")
-        if self.act_fn not in ACT_FNS:
-            raise InterpError(f"unknown act_fn {self.act_fn!r}; allowed: {', '.join(ACT_FNS)}")
-        if self.init_std is not None and not self.init_std > 0:
-            raise InterpError(f"init_std must be positive, got {self.init_std!r}")
-
-    @property
-    def std(self) -> float:
-        return self.init_std if self.init_std is not None else 0.8 / math.sqrt(self.d_model)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ModelSpec:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise InterpError(f"unknown model fields {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**data)
+from interp.spec import ACT_FNS, ModelSpec  # noqa: F401  (re-exported)
 
 
 def hooked_config(spec: ModelSpec, n_ctx: int, d_vocab: int, device: str = "cpu"):

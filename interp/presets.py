@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from interp.errors import InterpError
-from interp.model import ModelSpec
-from interp.spec import RunSpec, TrainSpec
-from interp.task import TaskSpec
+from interp.spec import ModelSpec, RunSpec, TaskSpec, TrainSpec
 
 PRESETS: dict[str, RunSpec] = {
     # SPEC section 3: the paper's run (K = 10, D = 10,000, 4 layers x 4 heads, d_model 128).

@@ -7,43 +7,46 @@ Layout of a run folder:
     manifest.json        saved steps -> checkpoint file, SHA-256 and size
     checkpoints/         step_0001200.safetensors: model parameters only
     resume.safetensors   parameters, optimizer state and RNG state of the latest checkpoint
+    status.json          how the last training session ended: done / failed, wall seconds, error
+    .lock                held (an OS file lock) by the one process writing the run
     cache/               analysis results (written by callers of the analyses, never by them)
 
 Every file is written atomically (temporary file + rename). Checkpoints are safetensors and
-their hashes are checked on load; nothing is ever unpickled.
+their hashes are checked on load; nothing is ever unpickled. Reading a run never takes the
+lock and never imports torch until a checkpoint is loaded (`interp ls` and `interp show`
+stay instant); the tensor files themselves are handled by `interp.checkpoints`.
 """
 
 from __future__ import annotations
 
 import bisect
 import datetime as _dt
+import errno
+import fcntl
 import json
 import math
+import os
 import platform
-from dataclasses import dataclass
+import socket
+import time
 from importlib import metadata
 from pathlib import Path
 
-import pandas as pd
-import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as st_load
-from safetensors.torch import save as st_save
-from torch import Tensor, nn
-
 from interp.errors import InterpError
 from interp.io import append_line, atomic_write_bytes, atomic_write_json, sha256_bytes
-from interp.spec import RunSpec
-from interp.task import VOCAB_SIZE, Task, build_layout
+from interp.spec import VOCAB_SIZE, RunSpec
 
 FORMAT = 1
 RUN_FILE = "run.json"
 MANIFEST_FILE = "manifest.json"
 METRICS_FILE = "metrics.jsonl"
 RESUME_FILE = "resume.safetensors"
+STATUS_FILE = "status.json"
+LOCK_FILE = ".lock"
 CHECKPOINT_DIR = "checkpoints"
 CACHE_DIR = "cache"
 PACKAGES = ("interp", "torch", "transformer-lens", "numpy", "safetensors", "pandas")
+STATES = ("done", "failed", "interrupted")
 
 
 def package_versions() -> dict[str, str]:
@@ -56,33 +59,96 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def _read_safetensors(path: Path, expected_sha: str | None = None) -> tuple[dict[str, Tensor], dict]:
-    """Tensors and header metadata of a safetensors file, verified against `expected_sha`."""
+def _read_json(path: Path, what: str):
+    """Parsed JSON of `path`; a missing, unreadable or invalid file is an InterpError naming it."""
     try:
-        data = path.read_bytes()
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise InterpError(f"missing file {path}") from None
-    if expected_sha is not None and sha256_bytes(data) != expected_sha:
-        raise InterpError(
-            f"{path} is corrupt or truncated: its SHA-256 does not match the manifest "
-            f"({len(data)} bytes on disk); the other checkpoints of the run are unaffected"
-        )
+        raise InterpError(f"{path} is missing: {what}") from None
+    except UnicodeDecodeError:
+        raise InterpError(f"{path} is not valid JSON (not UTF-8 text)") from None
+    except OSError as exc:
+        raise InterpError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        tensors = st_load(data)
-        header_len = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8 : 8 + header_len])
-    except (SafetensorError, ValueError, UnicodeDecodeError) as exc:
-        raise InterpError(f"{path} is not a readable safetensors file: {exc}") from None
-    return tensors, header.get("__metadata__", {})
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InterpError(f"{path} is not valid JSON: {exc}") from None
 
 
-@dataclass
-class ResumeState:
-    step: int
-    params: dict[str, Tensor]
-    optimizer: dict
-    generators: dict[str, Tensor]
-    extra: dict
+class RunLock:
+    """An exclusive OS file lock on `RUN/.lock`, held by the one process that writes the run.
+
+    The operating system releases it when the process dies, so a killed writer leaves no
+    stale lock and a resume can start at once. The holder's pid and host are written into
+    the file so that a refused writer can name it.
+    """
+
+    def __init__(self, run_path: Path):
+        self.path = Path(run_path) / LOCK_FILE
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, retries: int = 5) -> None:
+        if self._fd is not None:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        for attempt in range(retries + 1):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or attempt == retries:
+                    holder = self.holder() or "unknown pid"
+                    os.close(fd)
+                    raise InterpError(
+                        f"{self.path.parent} is being written by another process ({holder}); "
+                        f"only one writer at a time: wait for it to finish or stop it"
+                    ) from None
+                time.sleep(0.1)  # a reader probing the lock holds it for microseconds
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def holder(self) -> str:
+        try:
+            return self.path.read_text().strip()
+        except OSError:
+            return ""
+
+    def is_locked(self) -> bool:
+        """Whether some process holds the lock now (a non-blocking probe; never waits)."""
+        if self._fd is not None:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the probe's shared lock
+        return False
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class Run:
@@ -90,36 +156,45 @@ class Run:
 
     def __init__(self, path: Path, info: dict):
         self.path = Path(path)
+        if not isinstance(info, dict) or "spec" not in info:
+            raise InterpError(f"{self.path / RUN_FILE} has no 'spec': it is not a run description")
+        try:
+            spec = RunSpec.from_dict(info["spec"])
+            spec.validate()
+        except InterpError as exc:
+            raise InterpError(f"{self.path / RUN_FILE} holds an invalid spec: {exc}") from None
         self.info = info
-        self.spec = RunSpec.from_dict(info["spec"])
-        self._task: Task | None = None
+        self.spec = spec
+        self._task = None
+        self._lock = RunLock(self.path)
 
     # ----------------------------------------------------------------- open / create
     @classmethod
     def open(cls, path: str | Path) -> Run:
         path = Path(path)
-        run_file = path / RUN_FILE
         if not path.exists():
             raise InterpError(f"no run folder at {path}")
+        if not path.is_dir():
+            raise InterpError(f"{path} is a file, not a run folder")
+        run_file = path / RUN_FILE
         if not run_file.exists():
             raise InterpError(f"{path} is not a run folder (it has no {RUN_FILE})")
-        try:
-            info = json.loads(run_file.read_text())
-        except json.JSONDecodeError as exc:
-            raise InterpError(f"{run_file} is not valid JSON: {exc}") from None
+        info = _read_json(run_file, "the run description")
+        if not isinstance(info, dict):
+            raise InterpError(f"{run_file} is not a JSON object")
         if info.get("format") != FORMAT:
             raise InterpError(f"{run_file} has format {info.get('format')!r}; this interp reads format {FORMAT}")
         return cls(path, info)
 
     @classmethod
     def create(cls, path: str | Path, spec: RunSpec) -> Run:
-        """Make a new run folder for `spec`; refuses to touch an existing run."""
+        """Make a new run folder for `spec` and hold its lock; refuses to touch an existing run."""
         spec.validate()
         path = Path(path)
-        if (path / RUN_FILE).exists():
-            raise InterpError(f"{path} already holds a run; resume it or choose another folder")
-        if path.exists() and any(path.iterdir()):
-            raise InterpError(f"{path} exists and is not empty; choose another folder")
+        check_new_folder(path)
+        path.mkdir(parents=True, exist_ok=True)
+        from interp.task import Task
+
         task = Task.generate(spec.task, spec.seed)
         info = {
             "format": FORMAT,
@@ -128,18 +203,41 @@ class Run:
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "versions": package_versions(),
         }
-        atomic_write_json(path / RUN_FILE, info)
-        atomic_write_json(path / MANIFEST_FILE, {"format": FORMAT, "checkpoints": {}})
         run = cls(path, info)
+        run.acquire()
+        if (path / RUN_FILE).exists():  # created by another process since the check above
+            run.release()
+            raise InterpError(f"{path} already holds a run; resume it or choose another folder")
+        atomic_write_json(path / MANIFEST_FILE, {"format": FORMAT, "checkpoints": {}})
+        atomic_write_json(path / RUN_FILE, info)
         run._task = task
         return run
 
     @staticmethod
     def is_run(path: str | Path) -> bool:
-        return (Path(path) / RUN_FILE).exists()
+        return (Path(path) / RUN_FILE).is_file()
+
+    # ----------------------------------------------------------------- the writer's lock
+    def acquire(self) -> None:
+        """Become the run's one writer (an OS file lock held until `release` or process exit)."""
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()
+
+    @property
+    def writing(self) -> bool:
+        """Whether some process (this one included) holds the writer's lock now."""
+        return self._lock.is_locked()
+
+    def _require_writer(self) -> None:
+        if not self._lock.held:
+            raise InterpError(f"{self.path}: only the process holding the run's lock may write it "
+                              f"(call run.acquire() first)")
 
     def set_steps(self, steps: int) -> None:
         """Change the planned number of steps (the only setting a resumed run may change)."""
+        self._require_writer()
         spec_dict = self.spec.to_dict()
         spec_dict["train"]["steps"] = steps
         new_spec = RunSpec.from_dict(spec_dict)
@@ -154,9 +252,11 @@ class Run:
         return self.path.name
 
     @property
-    def task(self) -> Task:
-        """The task, regenerated from the stored spec and checked against the stored hash."""
+    def task(self):
+        """The Task, regenerated from the stored spec and checked against the stored hash."""
         if self._task is None:
+            from interp.task import Task
+
             task = Task.generate(self.spec.task, self.spec.seed)
             if task.sha256() != self.info.get("task_sha256"):
                 raise InterpError(
@@ -170,19 +270,32 @@ class Run:
     def log_k(self) -> float:
         return math.log(self.spec.task.k)
 
-    def _manifest(self) -> dict:
+    def manifest(self) -> dict[int, dict]:
+        """Saved step -> {"file", "sha256", "bytes"}, checked entry by entry."""
         path = self.path / MANIFEST_FILE
-        if not path.exists():
-            return {"format": FORMAT, "checkpoints": {}}
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise InterpError(f"{path} is not valid JSON: {exc}") from None
+        blob = _read_json(path, "every run folder has one (it lists the saved checkpoints)")
+        entries = blob.get("checkpoints") if isinstance(blob, dict) else None
+        if not isinstance(entries, dict):
+            raise InterpError(f"{path} has no 'checkpoints' table")
+        out: dict[int, dict] = {}
+        for step, entry in entries.items():
+            if not (isinstance(entry, dict) and isinstance(entry.get("file"), str)
+                    and isinstance(entry.get("sha256"), str)):
+                raise InterpError(f"{path}: the entry for step {step} lacks its file or sha256")
+            try:
+                out[int(step)] = entry
+            except ValueError:
+                raise InterpError(f"{path}: {step!r} is not a step number") from None
+        return out
+
+    def checkpoint_hashes(self) -> dict[int, str]:
+        """Saved step -> SHA-256 of its checkpoint file (what caches key their results on)."""
+        return {step: entry["sha256"] for step, entry in self.manifest().items()}
 
     @property
     def steps(self) -> list[int]:
         """Saved checkpoint steps, sorted."""
-        return sorted(int(s) for s in self._manifest()["checkpoints"])
+        return sorted(self.manifest())
 
     def resolve_step(self, step: int | str) -> int:
         """A saved step from an int or 'last' / 'first'; a clear error naming the nearest otherwise."""
@@ -207,124 +320,174 @@ class Run:
             f"({len(steps)} checkpoints from {steps[0]} to {steps[-1]})"
         )
 
-    def state_dict(self, step: int | str) -> dict[str, Tensor]:
-        """Parameters saved at `step`, verified against the manifest's SHA-256."""
+    def state_dict(self, step: int | str) -> dict:
+        """Parameters saved at `step` (name -> tensor), verified against the manifest's SHA-256."""
+        from interp.checkpoints import read
+
         step = self.resolve_step(step)
-        entry = self._manifest()["checkpoints"][str(step)]
-        tensors, _ = _read_safetensors(self.path / entry["file"], entry["sha256"])
+        entry = self.manifest()[step]
+        tensors, _ = read(self.path / entry["file"], entry["sha256"])
         return tensors
 
-    def model(self, step: int | str = "last", device: str = "cpu") -> nn.Module:
-        """The checkpoint at `step` as a HookedTransformer in eval mode."""
+    def model(self, step: int | str = "last", device: str = "cpu"):
+        """The checkpoint at `step` as a transformer_lens.HookedTransformer in eval mode."""
+        from interp.checkpoints import load_params
         from interp.model import build_model, to_device
 
         params = self.state_dict(step)
-        model = build_model(self.spec.model, build_layout(self.spec.task).length, VOCAB_SIZE)
+        model = build_model(self.spec.model, self.spec.task.sequence_length, VOCAB_SIZE)
         load_params(model, params)
         return to_device(model, device).eval()
 
-    @property
-    def metrics(self) -> pd.DataFrame:
-        """One row per evaluated step, sorted by step (the last row wins if a step repeats)."""
+    def metric_rows(self) -> list[dict]:
+        """The metrics log as dicts, in file order (a torn last line, left by a crash, is skipped)."""
         path = self.path / METRICS_FILE
-        rows = []
-        if path.exists():
+        try:
             lines = path.read_text().splitlines()
-            for i, line in enumerate(lines):
-                if not line.strip():
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InterpError(f"cannot read {path}: {exc}") from None
+        rows = []
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                if i == len(lines) - 1:  # a write cut short by a crash: skip it
                     continue
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    if i == len(lines) - 1:  # a write cut short by a crash: skip it
-                        continue
-                    raise InterpError(f"{path} line {i + 1} is not valid JSON") from None
+                raise InterpError(f"{path} line {i + 1} is not valid JSON") from None
+            if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+                raise InterpError(f"{path} line {i + 1} is not a metrics row (no integer 'step')")
+            rows.append(row)
+        return rows
+
+    def metric_series(self, *names: str) -> dict[str, list]:
+        """Columns of the metrics log, one value per evaluated step (sorted; the last row of a
+        repeated step wins; missing values are NaN). No pandas needed."""
+        by_step = {row["step"]: row for row in self.metric_rows()}
+        steps = sorted(by_step)
+        out: dict[str, list] = {"step": steps}
+        for name in names:
+            values = [by_step[s].get(name) for s in steps]
+            out[name] = [math.nan if v is None else v for v in values]
+        return out
+
+    @property
+    def metrics(self):
+        """One row per evaluated step as a pandas DataFrame, sorted by step (the last row wins
+        if a step repeats)."""
+        import pandas as pd
+
+        rows = self.metric_rows()
         if not rows:
             return pd.DataFrame(columns=["step"])
         df = pd.DataFrame(rows).drop_duplicates("step", keep="last").sort_values("step")
         return df.reset_index(drop=True)
 
-    # ----------------------------------------------------------------- write (training only)
-    def save_checkpoint(self, step: int, model: nn.Module) -> None:
-        dtype = getattr(torch, self.spec.train.checkpoint_dtype)
-        params = {name: p.detach().cpu().to(dtype).contiguous() for name, p in model.named_parameters()}
-        data = st_save(params, metadata={"step": str(step), "format": "interp-checkpoint-1"})
+    @property
+    def status(self) -> dict | None:
+        """How the last training session ended ({"state", "last_step", "wall_seconds", ...}),
+        or None if none has ended yet (never trained, or still running, or killed)."""
+        path = self.path / STATUS_FILE
+        if not path.exists():
+            return None
+        blob = _read_json(path, "")
+        return blob if isinstance(blob, dict) else None
+
+    # ----------------------------------------------------------------- write (the writer only)
+    def save_checkpoint(self, step: int, model) -> None:
+        from interp.checkpoints import checkpoint_bytes
+
+        self._require_writer()
+        data = checkpoint_bytes(model, step, self.spec.train.checkpoint_dtype)
         rel = f"{CHECKPOINT_DIR}/step_{step:07d}.safetensors"
         atomic_write_bytes(self.path / rel, data)
-        manifest = self._manifest()
-        manifest["checkpoints"][str(step)] = {"file": rel, "sha256": sha256_bytes(data), "bytes": len(data)}
-        atomic_write_json(self.path / MANIFEST_FILE, manifest)
+        manifest = {str(s): e for s, e in self.manifest().items()}
+        manifest[str(step)] = {"file": rel, "sha256": sha256_bytes(data), "bytes": len(data)}
+        ordered = {str(s): manifest[str(s)] for s in sorted(int(s) for s in manifest)}
+        atomic_write_json(self.path / MANIFEST_FILE, {"format": FORMAT, "checkpoints": ordered})
 
     def append_metrics(self, row: dict) -> None:
+        self._require_writer()
         clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
         append_line(self.path / METRICS_FILE, json.dumps(clean, sort_keys=True))
 
-    def truncate_metrics(self, last_step: int) -> None:
-        """Drop rows after `last_step` (used when resuming from an earlier checkpoint)."""
-        df = self.metrics
-        if df.empty or df["step"].max() <= last_step:
+    def rewrite_metrics(self, last_step: int | None = None) -> None:
+        """Rewrite the metrics log whole: without a torn last line (a crash mid-write) and,
+        given `last_step`, without the rows after it (resuming from an earlier checkpoint)."""
+        self._require_writer()
+        path = self.path / METRICS_FILE
+        if not path.exists():
             return
-        keep = df[df["step"] <= last_step]
-        lines = [json.dumps({k: (None if pd.isna(v) else v) for k, v in r.items()}, sort_keys=True)
-                 for r in keep.to_dict("records")]
-        atomic_write_bytes(self.path / METRICS_FILE, "".join(line + "\n" for line in lines).encode())
+        rows = self.metric_rows()
+        keep = [r for r in rows if last_step is None or r["step"] <= last_step]
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep)
+        if text.encode() != path.read_bytes():
+            atomic_write_bytes(path, text.encode())
 
-    def save_resume(
-        self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
-        generators: dict[str, torch.Generator], extra: dict,
-    ) -> None:
-        """Everything needed to continue bit-exactly from `step`, in one atomic file."""
-        tensors = {f"param.{n}": p.detach().cpu().contiguous() for n, p in model.named_parameters()}
-        opt = optimizer.state_dict()
-        for idx, state in opt["state"].items():
-            for key, value in state.items():
-                tensors[f"opt.{idx}.{key}"] = value.detach().cpu().contiguous()
-        for name, gen in generators.items():
-            tensors[f"rng.{name}"] = gen.get_state()
-        meta = {
-            "step": str(step),
-            "param_groups": json.dumps(opt["param_groups"]),
-            "extra": json.dumps(extra),
-        }
-        atomic_write_bytes(self.path / RESUME_FILE, st_save(tensors, metadata=meta))
+    def save_resume(self, step: int, model, optimizer, generators: dict, extra: dict) -> None:
+        """Everything needed to continue bit-exactly from `step`, in one self-verifying file."""
+        from interp.checkpoints import resume_bytes
 
-    def load_resume(self) -> ResumeState | None:
+        self._require_writer()
+        atomic_write_bytes(self.path / RESUME_FILE, resume_bytes(step, model, optimizer, generators, extra))
+
+    def load_resume(self):
+        """The verified resume state (`interp.checkpoints.ResumeState`), or None before the first checkpoint."""
+        from interp.checkpoints import read_resume
+
         path = self.path / RESUME_FILE
         if not path.exists():
             return None
-        tensors, meta = _read_safetensors(path)
-        params, generators, opt_state = {}, {}, {}
-        for key, value in tensors.items():
-            kind, _, rest = key.partition(".")
-            if kind == "param":
-                params[rest] = value
-            elif kind == "rng":
-                generators[rest] = value
-            elif kind == "opt":
-                idx, _, field = rest.partition(".")
-                opt_state.setdefault(int(idx), {})[field] = value
-        optimizer = {"state": opt_state, "param_groups": json.loads(meta["param_groups"])}
-        return ResumeState(int(meta["step"]), params, optimizer, generators, json.loads(meta["extra"]))
+        return read_resume(path)
+
+    def write_status(self, state: str, **fields) -> None:
+        self._require_writer()
+        if state not in STATES:
+            raise ValueError(f"unknown run state {state!r}")
+        blob = {"state": state, "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                **fields}
+        atomic_write_json(self.path / STATUS_FILE, blob)
+
+    def clear_status(self) -> None:
+        self._require_writer()
+        (self.path / STATUS_FILE).unlink(missing_ok=True)
 
     def __repr__(self) -> str:
         s = self.spec
+        try:
+            n = f"{len(self.steps)} checkpoints"
+        except InterpError:
+            n = "unreadable manifest"
         return (
             f"Run({str(self.path)!r}, {s.task.direction}, K={s.task.k}, D={s.task.dataset_size}, "
-            f"seed={s.seed}, {len(self.steps)} checkpoints)"
+            f"seed={s.seed}, {n})"
         )
 
 
-def load_params(model: nn.Module, params: dict[str, Tensor]) -> None:
-    """Copy saved parameters into `model`, refusing any mismatch of names or shapes."""
-    own = dict(model.named_parameters())
-    missing, extra = sorted(set(own) - set(params)), sorted(set(params) - set(own))
-    if missing or extra:
-        raise InterpError(f"checkpoint does not fit the model: missing {missing[:3]}, unexpected {extra[:3]}")
-    with torch.no_grad():
-        for name, p in own.items():
-            if p.shape != params[name].shape:
-                raise InterpError(
-                    f"checkpoint parameter {name} has shape {tuple(params[name].shape)}, "
-                    f"the model expects {tuple(p.shape)}"
-                )
-            p.copy_(params[name])
+def check_new_folder(path: Path) -> None:
+    """Refuse a path where a new run folder cannot be made, before anything is written."""
+    if str(path) in ("", "."):
+        raise InterpError("the run folder must be a non-empty path")
+    if path.exists() and not path.is_dir():
+        raise InterpError(f"{path} is a file; a run needs a folder")
+    if (path / RUN_FILE).exists():
+        raise InterpError(f"{path} already holds a run; resume it or choose another folder")
+    if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
+        raise InterpError(f"{path} exists and is not empty; choose another folder")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InterpError(f"cannot create {path}: {parent} is a file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InterpError(f"cannot create {path}: {parent} is not writable")
+
+
+def load_params(model, params: dict) -> None:
+    """Copy saved parameters into `model` (`interp.checkpoints.load_params`)."""
+    from interp.checkpoints import load_params as load
+
+    load(model, params)

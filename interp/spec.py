@@ -1,7 +1,8 @@
-"""TrainSpec and RunSpec: everything that determines a run, stored in its folder as JSON.
+"""Everything that determines a run: TaskSpec, ModelSpec, TrainSpec and RunSpec.
 
 A RunSpec plus its seed regenerates the task and reproduces the weights, so a run folder
-needs no dataset files.
+needs no dataset files. This module imports nothing heavy (no torch, numpy or pandas), so
+reading a run folder, listing runs and validating command-line input stay instant.
 """
 
 from __future__ import annotations
@@ -11,16 +12,184 @@ import math
 from dataclasses import dataclass, field
 
 from interp.errors import InterpError
-from interp.model import ModelSpec
-from interp.task import TaskSpec
 
+# ---------------------------------------------------------------------------- the task's alphabet
+PAD, BOS, EOS, SEP = 0, 1, 2, 3
+ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+N_CHARS = len(ALPHABET)
+FIRST_CHAR_ID = 4
+VOCAB_SIZE = FIRST_CHAR_ID + N_CHARS  # 40
+MAX_LEN = 32
+
+# direction -> (input segments in order, output string). "z" marks the selector segment.
+DIRECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "bz_to_a": (("B", "z"), "A"),  # the disambiguation task: BOS B SEP z SEP A EOS
+    "a_to_b": (("A",), "B"),  # deterministic reverse: BOS A SEP B EOS
+    "az_to_b": (("A", "z"), "B"),  # z present but redundant: BOS A SEP z SEP B EOS
+    "b_to_a": (("B",), "A"),  # no selector: the loss floor stays at log K: BOS B SEP A EOS
+}
+ACT_FNS = ("gelu", "gelu_new", "relu", "silu")
 SCHEDULES = ("constant", "cosine")
 CHECKPOINT_DTYPES = ("float32", "float16", "bfloat16")
 
 
+# ---------------------------------------------------------------------------- checks shared by the specs
+def check_int(name: str, value, minimum: int | None = None, maximum: int | None = None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InterpError(f"{name} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise InterpError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise InterpError(f"{name} must be an integer <= {maximum}, got {value!r}")
+
+
+def check_float(name: str, value, low: int | float | None = None, high: int | float | None = None,
+                low_open: bool = False, high_open: bool = False) -> None:
+    """A finite number within [low, high] (open ends where asked); inf and NaN are refused."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise InterpError(f"{name} must be a finite number, got {value!r}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise InterpError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
+    if high is not None and (value >= high if high_open else value > high):
+        raise InterpError(f"{name} must be {'<' if high_open else '<='} {high}, got {value!r}")
+
+
+def _check_bool(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise InterpError(f"{name} must be true or false, got {value!r}")
+
+
+def _from_dict(cls, data, what: str):
+    if not isinstance(data, dict):
+        raise InterpError(f"the {what} spec must be a JSON object, got {type(data).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise InterpError(f"unknown {what} fields {sorted(unknown)}; known: {sorted(known)}")
+    return cls(**data)
+
+
+# ---------------------------------------------------------------------------- task
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything that determines a Task, together with the seed passed to `Task.generate`."""
+
+    k: int = 10
+    n_bases: int = 1000
+    len_b: int = 6
+    len_z: int = 2
+    len_a: int = 4
+    direction: str = "bz_to_a"
+    unique_first: bool = True
+
+    @property
+    def dataset_size(self) -> int:
+        return self.n_bases * self.k
+
+    def validate(self) -> None:
+        """Refuse impossible specs with a message that says why and what is allowed."""
+        for name in ("k", "n_bases", "len_b", "len_z", "len_a"):
+            check_int(name, getattr(self, name))
+        _check_bool("unique_first", self.unique_first)
+        if self.direction not in DIRECTIONS:
+            raise InterpError(
+                f"unknown direction {self.direction!r}; allowed: {', '.join(DIRECTIONS)}"
+            )
+        if self.k < 2:
+            raise InterpError(f"k must be >= 2 (got {self.k}): K = 1 leaves nothing to disambiguate")
+        if self.n_bases < 1:
+            raise InterpError(f"n_bases must be >= 1 (got {self.n_bases})")
+        for name in ("len_b", "len_z", "len_a"):
+            value = getattr(self, name)
+            if not 1 <= value <= MAX_LEN:
+                raise InterpError(f"{name} must be between 1 and {MAX_LEN} (got {value})")
+        if self.unique_first and self.k > N_CHARS:
+            raise InterpError(
+                f"k = {self.k} needs {self.k} distinct first characters per group but the "
+                f"alphabet has {N_CHARS}; use k <= {N_CHARS} or turn off unique first characters"
+            )
+        if self.k > N_CHARS**self.len_z:
+            raise InterpError(
+                f"k = {self.k} selectors do not fit in the {N_CHARS**self.len_z} distinct z strings "
+                f"of length {self.len_z}; increase len_z or lower k"
+            )
+        if self.n_bases > N_CHARS**self.len_b:
+            raise InterpError(
+                f"n_bases = {self.n_bases} exceeds the {N_CHARS**self.len_b} distinct B strings of "
+                f"length {self.len_b}; increase len_b or lower n_bases"
+            )
+        if self.dataset_size > N_CHARS**self.len_a:
+            raise InterpError(
+                f"n_bases * k = {self.dataset_size} targets exceed the {N_CHARS**self.len_a} "
+                f"distinct A strings of length {self.len_a}; increase len_a or shrink the dataset"
+            )
+        if self.unique_first and self.n_bases > N_CHARS ** (self.len_a - 1):
+            raise InterpError(
+                f"with unique first characters, n_bases = {self.n_bases} may put more targets on "
+                f"one first character than the {N_CHARS ** (self.len_a - 1)} A strings that start "
+                f"with it; increase len_a or lower n_bases"
+            )
+
+    @property
+    def sequence_length(self) -> int:
+        """Tokens per example: BOS, each input and a separator after it, the output, EOS."""
+        inputs, output = DIRECTIONS[self.direction]
+        lengths = {"A": self.len_a, "B": self.len_b, "z": self.len_z}
+        return 1 + sum(lengths[name] + 1 for name in inputs) + lengths[output] + 1
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TaskSpec:
+        return _from_dict(cls, data, "task")
+
+
+# ---------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture of the transformer (the paper's defaults: ~0.8M parameters)."""
+
+    n_layers: int = 4
+    n_heads: int = 4
+    d_model: int = 128
+    d_head: int = 32
+    d_mlp: int = 512
+    act_fn: str = "gelu"
+    init_std: float | None = None  # None: 0.8 / sqrt(d_model), TransformerLens's GPT-2 default
+
+    def validate(self) -> None:
+        for name in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp"):
+            check_int(name, getattr(self, name), minimum=1)
+        if self.act_fn not in ACT_FNS:
+            raise InterpError(f"unknown act_fn {self.act_fn!r}; allowed: {', '.join(ACT_FNS)}")
+        if self.init_std is not None:
+            check_float("init_std", self.init_std, low=0, low_open=True)
+
+    @property
+    def std(self) -> float:
+        return self.init_std if self.init_std is not None else 0.8 / math.sqrt(self.d_model)
+
+    def n_params(self, n_ctx: int, d_vocab: int = VOCAB_SIZE) -> int:
+        """Parameter count of the HookedTransformer this spec builds (no model is built)."""
+        d, h, e, m = self.d_model, self.n_heads, self.d_head, self.d_mlp
+        attn = 3 * (h * d * e + h * e) + h * e * d + d
+        mlp = d * m + m + m * d + d
+        per_layer = attn + mlp + 4 * d  # two LayerNorms
+        return d_vocab * d + n_ctx * d + self.n_layers * per_layer + 2 * d + d * d_vocab + d_vocab
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelSpec:
+        return _from_dict(cls, data, "model")
+
+
+# ---------------------------------------------------------------------------- training
 @dataclass(frozen=True)
 class TrainSpec:
-    """Optimiser, schedule, evaluation cadence and checkpoint policy (SPEC section 3 defaults)."""
+    """Optimiser, schedule, evaluation cadence and checkpoint policy (the paper's defaults)."""
 
     steps: int = 20000
     lr: float = 1e-3
@@ -37,40 +206,36 @@ class TrainSpec:
     checkpoint_every: int = 500
     early_checkpoints: bool = True  # also save at steps 1, 2, 4, 8, ... below checkpoint_every
     densify: bool = True  # save at every evaluation while the candidate loss is in transition
+    dense_until: int = 0  # also save at every evaluation up to this step (0: off)
     stop_after_snap: int | None = None  # stop this many steps after the snap (None: run all steps)
     checkpoint_dtype: str = "float32"  # float16 halves a checkpoint series (weights rounded;
     # the resume state stays float32, so resuming is still exact)
 
     def validate(self) -> None:
-        def positive_int(name: str, value, minimum: int = 1) -> None:
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise InterpError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-        positive_int("steps", self.steps)
-        positive_int("batch_size", self.batch_size)
-        positive_int("eval_every", self.eval_every)
-        positive_int("eval_size", self.eval_size)
-        positive_int("checkpoint_every", self.checkpoint_every)
-        positive_int("warmup_steps", self.warmup_steps, minimum=0)
+        check_int("steps", self.steps, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_int("eval_every", self.eval_every, minimum=1)
+        check_int("eval_size", self.eval_size, minimum=1)
+        check_int("checkpoint_every", self.checkpoint_every, minimum=1)
+        check_int("warmup_steps", self.warmup_steps, minimum=0)
+        check_int("dense_until", self.dense_until, minimum=0)
         if self.stop_after_snap is not None:
-            positive_int("stop_after_snap", self.stop_after_snap, minimum=0)
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise InterpError(f"lr must be a positive number, got {self.lr!r}")
-        if not self.weight_decay >= 0:
-            raise InterpError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise InterpError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+            check_int("stop_after_snap", self.stop_after_snap, minimum=0)
+        check_float("lr", self.lr, low=0, low_open=True)
+        check_float("weight_decay", self.weight_decay, low=0)
+        check_float("beta1", self.beta1, low=0, high=1, high_open=True)
+        check_float("beta2", self.beta2, low=0, high=1, high_open=True)
+        check_float("min_lr_ratio", self.min_lr_ratio, low=0, high=1)
+        if self.grad_clip is not None:
+            check_float("grad_clip", self.grad_clip, low=0, low_open=True)
+        for name in ("early_checkpoints", "densify"):
+            _check_bool(name, getattr(self, name))
         if self.schedule not in SCHEDULES:
             raise InterpError(f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise InterpError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
         if self.checkpoint_dtype not in CHECKPOINT_DTYPES:
             raise InterpError(
                 f"unknown checkpoint_dtype {self.checkpoint_dtype!r}; allowed: {', '.join(CHECKPOINT_DTYPES)}"
             )
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise InterpError(f"grad_clip must be positive (or None), got {self.grad_clip!r}")
 
     def lr_at(self, step: int) -> float:
         """Learning rate used for optimizer step `step` (1-based)."""
@@ -83,6 +248,14 @@ class TrainSpec:
         floor = self.min_lr_ratio * self.lr
         return floor + (self.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainSpec:
+        return _from_dict(cls, data, "train")
+
+
+# ---------------------------------------------------------------------------- the run
+SECTIONS = {"task": TaskSpec, "model": ModelSpec, "train": TrainSpec}
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -94,8 +267,7 @@ class RunSpec:
     train: TrainSpec = field(default_factory=TrainSpec)
 
     def validate(self) -> None:
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise InterpError(f"seed must be a non-negative integer, got {self.seed!r}")
+        check_int("seed", self.seed, minimum=0)
         self.task.validate()
         self.model.validate()
         self.train.validate()
@@ -105,42 +277,65 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunSpec:
-        unknown = set(data) - {"seed", "task", "model", "train"}
+        if not isinstance(data, dict):
+            raise InterpError(f"a run spec must be a JSON object, got {type(data).__name__}")
+        unknown = set(data) - {"seed", *SECTIONS}
         if unknown:
-            raise InterpError(f"unknown run spec fields {sorted(unknown)}")
-        train_known = {f.name for f in dataclasses.fields(TrainSpec)}
-        train_unknown = set(data.get("train", {})) - train_known
-        if train_unknown:
-            raise InterpError(f"unknown train fields {sorted(train_unknown)}; known: {sorted(train_known)}")
-        return cls(
-            seed=data.get("seed", 0),
-            task=TaskSpec.from_dict(data.get("task", {})),
-            model=ModelSpec.from_dict(data.get("model", {})),
-            train=TrainSpec(**data.get("train", {})),
-        )
+            raise InterpError(f"unknown run spec fields {sorted(unknown)}; known: seed, {', '.join(SECTIONS)}")
+        try:
+            return cls(seed=data.get("seed", 0),
+                       **{name: kind.from_dict(data.get(name, {})) for name, kind in SECTIONS.items()})
+        except TypeError as exc:  # a dataclass given something it cannot take
+            raise InterpError(f"invalid run spec: {exc}") from None
 
     def override(self, **values) -> RunSpec:
         """A copy with fields replaced by flat name (`k=5`, `lr=3e-4`, `seed=1`, `d_model=64`)."""
-        sections = {"task": self.task, "model": self.model, "train": self.train}
-        changes: dict[str, dict] = {name: {} for name in sections}
+        changes: dict[str, dict] = {name: {} for name in SECTIONS}
         top: dict = {}
         for name, value in values.items():
             if name == "seed":
                 top["seed"] = value
                 continue
-            owners = [s for s, obj in sections.items() if name in {f.name for f in dataclasses.fields(obj)}]
+            owners = [s for s, kind in SECTIONS.items() if name in {f.name for f in dataclasses.fields(kind)}]
             if not owners:
                 raise InterpError(f"unknown setting {name!r}; known: {', '.join(sorted(override_names()))}")
             changes[owners[0]][name] = value
         return dataclasses.replace(
             self,
             **top,
-            **{s: dataclasses.replace(sections[s], **c) for s, c in changes.items() if c},
+            **{s: dataclasses.replace(getattr(self, s), **c) for s, c in changes.items() if c},
         )
+
+    def get(self, dotted: str):
+        """The value of a field by dotted name: `seed`, `task.k`, `train.lr`, `model.n_layers`."""
+        section, name = _split_dotted(dotted)
+        return self.seed if section is None else getattr(getattr(self, section), name)
+
+    def replace(self, dotted: str, value) -> RunSpec:
+        """A copy with one field replaced by dotted name (`task.k`, `train.lr`, `seed`)."""
+        section, name = _split_dotted(dotted)
+        if section is None:
+            return dataclasses.replace(self, seed=value)
+        return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **{name: value})})
+
+
+def _split_dotted(dotted: str) -> tuple[str | None, str]:
+    if dotted == "seed":
+        return None, "seed"
+    section, _, name = dotted.partition(".")
+    kind = SECTIONS.get(section)
+    if kind is None or name not in {f.name for f in dataclasses.fields(kind)}:
+        raise InterpError(f"unknown field {dotted!r}; known: {', '.join(dotted_names())}")
+    return section, name
+
+
+def dotted_names() -> list[str]:
+    """Every field of a RunSpec by dotted name: seed, task.k, ..., train.steps, ..."""
+    return ["seed"] + [f"{s}.{f.name}" for s, kind in SECTIONS.items() for f in dataclasses.fields(kind)]
 
 
 def override_names() -> set[str]:
     names = {"seed"}
-    for cls in (TaskSpec, ModelSpec, TrainSpec):
-        names |= {f.name for f in dataclasses.fields(cls)}
+    for kind in SECTIONS.values():
+        names |= {f.name for f in dataclasses.fields(kind)}
     return names

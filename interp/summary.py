@@ -1,4 +1,4 @@
-"""A run's headline numbers from its metrics log alone (no model is loaded)."""
+"""A run's headline numbers from its metrics log alone (no model is loaded, no torch or pandas)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,23 @@ import math
 from interp.runs import Run
 from interp.transition import plateau_height, plateau_span, snap_step, tau_half, window_bounds
 
+FINAL = ("loss", "loss_first", "loss_cand", "shuffle_gap", "shuffle_gap_full", "acc_first", "acc_cand",
+         "acc_exact")
+
+
+def _finite(value) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return None
+    return float(value)
+
 
 def run_summary(run: Run) -> dict:
     """Spec, saved steps, plateau height / log K, tau (both kinds) and the final metrics."""
     spec = run.spec
     steps = run.steps
-    df = run.metrics
+    series = run.metric_series(*FINAL)
+    evaluated = series["step"]
+    status = run.status or {}
     out: dict = {
         "path": str(run.path),
         "direction": spec.task.direction,
@@ -24,25 +35,29 @@ def run_summary(run: Run) -> dict:
         "n_checkpoints": len(steps),
         "first_step": steps[0] if steps else None,
         "last_step": steps[-1] if steps else None,
-        "last_evaluated": int(df["step"].max()) if not df.empty else None,
+        "last_evaluated": evaluated[-1] if evaluated else None,
         "log_k": run.log_k,
+        "state": status.get("state"),
+        "wall_seconds": status.get("wall_seconds"),
     }
     keys = ("plateau_height", "plateau_start", "plateau_end", "tau_half", "tau_window",
             "window_start", "window_end", "snap_step")
     out.update(dict.fromkeys(keys))
-    if df.empty:
+    if not evaluated:
         return out
-    last = df.iloc[-1]
-    for name in ("loss", "loss_first", "loss_cand", "shuffle_gap", "acc_first", "acc_cand", "acc_exact"):
-        value = last.get(name)
-        out[f"final_{name}"] = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-    cand = df.dropna(subset=["loss_cand"]) if "loss_cand" in df else df.iloc[0:0]
-    if cand.empty:
+    for name in FINAL:
+        out[f"final_{name}"] = _finite(series[name][-1])
+    rows = [(s, lc, dz) for s, lc, dz in zip(evaluated, series["loss_cand"], series["shuffle_gap"])
+            if _finite(lc) is not None]
+    if not rows:
         return out
-    s, lc, lk = cand["step"], cand["loss_cand"], run.log_k
+    s = [r[0] for r in rows]
+    lc = [r[1] for r in rows]
+    lk = run.log_k
     out["plateau_height"] = plateau_height(s, lc, lk)
-    if "shuffle_gap" in cand and cand["shuffle_gap"].notna().all():
-        span = plateau_span(s, lc, cand["shuffle_gap"], lk)
+    dz = [r[2] for r in rows]
+    if all(_finite(v) is not None for v in dz):
+        span = plateau_span(s, lc, dz, lk)
         if span is not None:
             out["plateau_start"], out["plateau_end"] = span
     out["tau_half"] = tau_half(s, lc, lk)

@@ -1,4 +1,4 @@
-"""The disambiguation task (SPEC section 2): generation, token layout, groups and candidates.
+"""The disambiguation task (docs/definitions.md, "The task"): generation, token layout, groups and candidates.
 
 A Task holds tensors, not lists of dicts. Examples are stored group-major: example
 `g * K + i` is base `g` with selector `i`. Nothing here knows about models.
@@ -6,7 +6,6 @@ A Task holds tensors, not lists of dicts. Examples are stored group-major: examp
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
@@ -18,95 +17,21 @@ from torch import Tensor
 
 from interp.errors import InterpError
 from interp.seeding import numpy_generator
+from interp.spec import (  # noqa: F401  (re-exported: the task's vocabulary lives with its spec)
+    ALPHABET,
+    BOS,
+    DIRECTIONS,
+    EOS,
+    FIRST_CHAR_ID,
+    MAX_LEN,
+    N_CHARS,
+    PAD,
+    SEP,
+    VOCAB_SIZE,
+    TaskSpec,
+)
 
-PAD, BOS, EOS, SEP = 0, 1, 2, 3
 SPECIAL_NAMES = {PAD: "PAD", BOS: "BOS", EOS: "EOS", SEP: "SEP"}
-ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
-N_CHARS = len(ALPHABET)
-FIRST_CHAR_ID = 4
-VOCAB_SIZE = FIRST_CHAR_ID + N_CHARS  # 40
-
-# direction -> (input segments in order, output string). "z" marks the selector segment.
-DIRECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
-    "bz_to_a": (("B", "z"), "A"),  # the disambiguation task: BOS B SEP z SEP A EOS
-    "a_to_b": (("A",), "B"),  # deterministic reverse: BOS A SEP B EOS
-    "az_to_b": (("A", "z"), "B"),  # z present but redundant: BOS A SEP z SEP B EOS
-    "b_to_a": (("B",), "A"),  # no selector: the loss floor stays at log K: BOS B SEP A EOS
-}
-MAX_LEN = 32
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """Everything that determines a Task, together with the seed passed to `Task.generate`."""
-
-    k: int = 10
-    n_bases: int = 1000
-    len_b: int = 6
-    len_z: int = 2
-    len_a: int = 4
-    direction: str = "bz_to_a"
-    unique_first: bool = True
-
-    @property
-    def dataset_size(self) -> int:
-        return self.n_bases * self.k
-
-    def validate(self) -> None:
-        """Refuse impossible specs with a message that says why and what is allowed."""
-        for name in ("k", "n_bases", "len_b", "len_z", "len_a"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise InterpError(f"{name} must be an integer, got {value!r}")
-        if self.direction not in DIRECTIONS:
-            raise InterpError(
-                f"unknown direction {self.direction!r}; allowed: {', '.join(DIRECTIONS)}"
-            )
-        if self.k < 2:
-            raise InterpError(f"k must be >= 2 (got {self.k}): K = 1 leaves nothing to disambiguate")
-        if self.n_bases < 1:
-            raise InterpError(f"n_bases must be >= 1 (got {self.n_bases})")
-        for name in ("len_b", "len_z", "len_a"):
-            value = getattr(self, name)
-            if not 1 <= value <= MAX_LEN:
-                raise InterpError(f"{name} must be between 1 and {MAX_LEN} (got {value})")
-        if self.unique_first and self.k > N_CHARS:
-            raise InterpError(
-                f"k = {self.k} needs {self.k} distinct first characters per group but the "
-                f"alphabet has {N_CHARS}; use k <= {N_CHARS} or turn off unique first characters"
-            )
-        if self.k > N_CHARS**self.len_z:
-            raise InterpError(
-                f"k = {self.k} selectors do not fit in the {N_CHARS**self.len_z} distinct z strings "
-                f"of length {self.len_z}; increase len_z or lower k"
-            )
-        if self.n_bases > N_CHARS**self.len_b:
-            raise InterpError(
-                f"n_bases = {self.n_bases} exceeds the {N_CHARS**self.len_b} distinct B strings of "
-                f"length {self.len_b}; increase len_b or lower n_bases"
-            )
-        if self.dataset_size > N_CHARS**self.len_a:
-            raise InterpError(
-                f"n_bases * k = {self.dataset_size} targets exceed the {N_CHARS**self.len_a} "
-                f"distinct A strings of length {self.len_a}; increase len_a or shrink the dataset"
-            )
-        if self.unique_first and self.n_bases > N_CHARS ** (self.len_a - 1):
-            raise InterpError(
-                f"with unique first characters, n_bases = {self.n_bases} may put more targets on "
-                f"one first character than the {N_CHARS ** (self.len_a - 1)} A strings that start "
-                f"with it; increase len_a or lower n_bases"
-            )
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TaskSpec:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise InterpError(f"unknown task fields {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**data)
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 
 Step t means "the weights after t optimizer steps"; step 0 is the initialisation.
 Checkpoints are saved at step 0, at steps 1, 2, 4, 8, ... below `checkpoint_every`
-(log-spaced early steps), every `checkpoint_every` steps, at the last step, and at every
-evaluation while the candidate loss is in transition (below 0.95 log K and not yet below
-0.05 log K, plus the first evaluation below 0.05 log K). The decision uses only the
-metrics log, so a resumed run saves exactly what an uninterrupted one would.
+(log-spaced early steps), every `checkpoint_every` steps, at the last step, at every
+evaluation up to `dense_until`, and at every evaluation while the candidate loss is in
+transition (below 0.95 log K and not yet below 0.05 log K, plus the first evaluation below
+0.05 log K). The decision uses only the metrics log, so a resumed run saves exactly what an
+uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from interp.checkpoints import load_params
+from interp.devices import is_allocation_failure
+from interp.errors import InterpError
 from interp.metrics import batch_loss, evaluate_examples, summarize
 from interp.model import build_model, to_device
-from interp.runs import Run, load_params
+from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.spec import TrainSpec
 from interp.task import VOCAB_SIZE, Task
@@ -65,41 +69,69 @@ def _build_optimizer(model: torch.nn.Module, spec: TrainSpec) -> torch.optim.Ada
     )
 
 
+_UNSET = object()
+
+
 def train(
     run: Run,
     *,
     device: str = "cpu",
     progress: bool = True,
     stop_at: int | None = None,
+    resume=_UNSET,
 ) -> TrainResult:
     """Train `run` to its planned steps, resuming from its latest checkpoint if it has one.
 
-    `stop_at` ends the loop after that step without marking the run finished (as an
-    interruption would); the run can then be resumed.
+    The calling process becomes the run's one writer (its OS file lock, held until training
+    ends; a second writer is refused with the holder's pid). `stop_at` ends the loop after
+    that step without marking the run finished (as an interruption would); the run can then
+    be resumed. `resume` passes a resume state the caller has already loaded and verified.
+    A loss that turns NaN or infinite stops training with an InterpError naming the step;
+    the checkpoints saved before it are kept and `run.status` says what happened.
     """
+    run.acquire()
+    try:
+        return _train(run, device, progress, stop_at, resume)
+    finally:
+        run.release()
+
+
+def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -> TrainResult:
     spec = run.spec
     tspec = spec.train
     task = run.task
     log_k = task.log_k
     layout = task.layout
-    model = build_model(spec.model, layout.length, VOCAB_SIZE, seed=spec.seed)
+    if resume is _UNSET:
+        resume = run.load_resume()
+    try:
+        model = build_model(spec.model, layout.length, VOCAB_SIZE, seed=spec.seed)
+        if resume is not None:
+            load_params(model, resume.params)
+        to_device(model, device)
+        tokens_all = task.tokens.to(device)
+    except Exception as exc:  # noqa: BLE001 - only allocation failures are turned into one line
+        if is_allocation_failure(exc):
+            raise InterpError(f"not enough memory to build this model on {device}: {exc}") from None
+        raise
     batch_gen = torch_generator(spec.seed, "batches")
     eval_idx, eval_alt = eval_subset(task, tspec, spec.seed)
-    tokens_all = task.tokens.to(device)
-
-    resume = run.load_resume()
-    start = 0 if resume is None else resume.step
-    if resume is not None:
-        load_params(model, resume.params)
-    to_device(model, device)
     optimizer = _build_optimizer(model, tspec)
+    start = 0 if resume is None else resume.step
+    base_seconds = 0.0
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer)
         batch_gen.set_state(resume.generators["batches"])
-        run.truncate_metrics(start)
-    logged = run.metrics
-    history = [float(v) for v in logged.get("loss_cand", [])]
-    snap = next((int(s) for s, v in zip(logged.get("step", []), history) if v < SNAP_FRACTION * log_k), None)
+        base_seconds = float(resume.extra.get("wall_seconds", 0.0))
+    # a torn last line (a crash mid-write) and rows after the resume point are dropped
+    run.rewrite_metrics(start if resume is not None else -1)
+    run.clear_status()
+    logged = run.metric_series("loss_cand")
+    history = [float(v) for v in logged["loss_cand"]]
+    snap = next((s for s, v in zip(logged["step"], history) if v < SNAP_FRACTION * log_k), None)
+    began = time.perf_counter()
+    seconds = lambda: round(base_seconds + time.perf_counter() - began, 3)  # noqa: E731
+    last_checkpoint = start if resume is not None else None
 
     def evaluate(step: int, lr: float, train_loss: float) -> dict:
         model.eval()
@@ -109,21 +141,16 @@ def train(
         return {"step": step, "lr": lr, "train_loss": train_loss, **row}
 
     def checkpoint(step: int) -> None:
+        nonlocal last_checkpoint
         run.save_checkpoint(step, model)
-        run.save_resume(step, model, optimizer, {"batches": batch_gen}, {})
+        run.save_resume(step, model, optimizer, {"batches": batch_gen}, {"wall_seconds": seconds()})
+        last_checkpoint = step
 
     # On the CPU, embedding gradients accumulate in a thread-dependent order unless
     # deterministic algorithms are on: the same command twice must give identical weights.
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     if torch.device(device).type == "cpu":
         torch.use_deterministic_algorithms(True)
-    began = time.perf_counter()
-    if start == 0:
-        row = evaluate(0, tspec.lr_at(1), math.nan)
-        run.append_metrics({**row, "seconds": 0.0})
-        history.append(row["loss_cand"])
-        checkpoint(0)
-
     end = tspec.steps if stop_at is None else min(stop_at, tspec.steps)
     stopped_early = (
         tspec.stop_after_snap is not None and snap is not None and start >= snap + tspec.stop_after_snap
@@ -132,16 +159,27 @@ def train(
         end = start  # this run already stopped after its snap: nothing left to do
     bar = tqdm(total=tspec.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True,
                desc=run.name)
-    model.train()
-    running, n_running = torch.zeros((), device=device), 0
     step = start
     try:
+        if start == 0:
+            row = evaluate(0, tspec.lr_at(1), math.nan)
+            run.append_metrics({**row, "seconds": 0.0})
+            history.append(row["loss_cand"])
+            checkpoint(0)
+        model.train()
+        running, n_running = torch.zeros((), device=device), 0
         for step in range(start + 1, end + 1):
             lr = tspec.lr_at(step)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             idx = torch.randint(task.size, (tspec.batch_size,), generator=batch_gen)
             loss = batch_loss(model, tokens_all[idx.to(device)], layout.loss_pos)
+            if not bool(torch.isfinite(loss)):
+                kept = "no checkpoint" if last_checkpoint is None else f"checkpoints up to step {last_checkpoint}"
+                raise InterpError(
+                    f"the training loss became {float(loss)} at step {step} (lr {lr:g}): training diverged "
+                    f"and was stopped; {kept} are kept. Try a lower --lr or --grad-clip"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if tspec.grad_clip is not None:
@@ -160,8 +198,8 @@ def train(
             row = evaluate(step, lr, float(running) / max(n_running, 1))
             running.zero_()
             n_running = 0
-            run.append_metrics({**row, "seconds": round(time.perf_counter() - began, 3)})
-            dense = tspec.densify and in_transition(row["loss_cand"], history, log_k)
+            run.append_metrics({**row, "seconds": seconds()})
+            dense = (tspec.densify and in_transition(row["loss_cand"], history, log_k)) or step <= tspec.dense_until
             history.append(row["loss_cand"])
             if snap is None and row["loss_cand"] < SNAP_FRACTION * log_k:
                 snap = step
@@ -171,8 +209,21 @@ def train(
             if early_stop:
                 stopped_early = True
                 break
+    except Exception as exc:
+        message = str(exc) if isinstance(exc, InterpError) else f"{type(exc).__name__}: {exc}"
+        if is_allocation_failure(exc):
+            message = f"not enough memory to train on {device} (batch_size {tspec.batch_size}): {exc}"
+        run.write_status("failed", last_step=last_checkpoint, error=message, wall_seconds=seconds())
+        if is_allocation_failure(exc):
+            raise InterpError(message) from None
+        raise
+    except KeyboardInterrupt:
+        run.write_status("interrupted", last_step=last_checkpoint, wall_seconds=seconds())
+        raise
     finally:
         bar.close()
         torch.use_deterministic_algorithms(was_deterministic)
-    return TrainResult(run, step, stopped_early, time.perf_counter() - began)
-
+    finished = stopped_early or step >= tspec.steps
+    if finished:
+        run.write_status("done", last_step=step, stopped_early=stopped_early, wall_seconds=seconds())
+    return TrainResult(run, step, stopped_early, seconds())

@@ -1,4 +1,5 @@
-"""When does the loss leave the plateau? tau definitions, onsets and plateau height (SPEC section 4).
+"""When does the loss leave the plateau? tau definitions, onsets and plateau height
+(docs/definitions.md, "Transition times").
 
 All functions take evaluated steps and values as 1-D sequences (sorted by step) and return
 a step, or None when the event never happens in the series.
@@ -124,15 +125,16 @@ def tau(run, kind: str = "half") -> int | None:
     """tau of a run from its metrics log: 'half' (default) or 'window'. None if it never snaps."""
     if kind not in TAU_KINDS:
         raise InterpError(f"unknown tau kind {kind!r}; allowed: {', '.join(TAU_KINDS)}")
-    df = run.metrics
-    if df.empty or "loss_cand" not in df or df["loss_cand"].isna().all():
+    series = run.metric_series("loss_cand")
+    pairs = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if not np.isnan(v)]
+    if not pairs:
         raise InterpError(
             f"tau needs the candidate loss, which {run.path} does not have "
             f"(direction {run.spec.task.direction!r} or no evaluations yet)"
         )
-    df = df.dropna(subset=["loss_cand"])
+    steps, values = [s for s, _ in pairs], [v for _, v in pairs]
     fn = tau_half if kind == "half" else tau_window
-    return fn(df["step"], df["loss_cand"], run.log_k)
+    return fn(steps, values, run.log_k)
 
 
 ONSET_FRACTION = 0.2  # default: onset when a series has made 20% of its rise

@@ -16,14 +16,15 @@ NEG = -1e4  # logit for "impossible": exp(-1e4) underflows to exactly 0 in float
 class LookupModel(nn.Module):
     """The Bayes-optimal predictor of the training set, optionally blind to z.
 
+    With `blind_first=True` it ignores z only for the first output token (z is read later).
     With `see_z=False` it predicts, at every output position, the empirical distribution of the
     next token given the input without z and the output so far: the marginal the models
     learn first. Candidate loss and first-token loss are then exactly log K, the shuffle gap 0.
     """
 
-    def __init__(self, task: Task, see_z: bool):
+    def __init__(self, task: Task, see_z: bool, blind_first: bool = False):
         super().__init__()
-        self.task, self.see_z = task, see_z
+        self.task, self.see_z, self.blind_first = task, see_z, blind_first
         self.counts: dict[tuple, Counter] = defaultdict(Counter)
         lay = task.layout
         for row in task.tokens.tolist():
@@ -31,7 +32,8 @@ class LookupModel(nn.Module):
                 self.counts[self._key(row, p)][row[p + 1]] += 1
 
     def _key(self, row: list[int], p: int) -> tuple:
-        hidden = set() if self.see_z else set(self.task.layout.z_pos)
+        blind = not self.see_z or (self.blind_first and p == self.task.layout.decision_pos)
+        hidden = set(self.task.layout.z_pos) if blind else set()
         return tuple(t for i, t in enumerate(row[: p + 1]) if i not in hidden)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -82,4 +84,6 @@ def loop_metrics(model, task: Task, idx: torch.Tensor, alt: torch.Tensor) -> dic
         out["shuffle_gap"].append(
             -float(swapped_logp[lay.decision_pos, row[lay.decision_pos + 1]]) - out["loss_first"][-1]
         )
+        swapped_full = [-float(swapped_logp[p, row[p + 1]]) for p in lay.loss_pos]
+        out["shuffle_gap_full"].append(sum(swapped_full) / len(swapped_full) - out["loss"][-1])
     return dict(out)

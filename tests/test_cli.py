@@ -30,7 +30,7 @@ def _interp(*args: str, cwd=None) -> subprocess.CompletedProcess:
         (["train", "--k", "40"], "distinct first characters"),
         (["train", "--preset", "huge"], "invalid choice: 'huge'"),
         (["train", "--k", "ten"], "invalid int value: 'ten'"),
-        (["train", "--lr", "-1"], "lr must be a positive number"),
+        (["train", "--lr", "-1"], "lr must be > 0"),
         (["show", "no/such/run"], "no run folder at no/such/run"),
         (["ls", "no/such/folder"], "no folder at no/such/folder"),
         (["analyze", "no/such/run"], "no run folder at no/such/run"),

@@ -36,6 +36,8 @@ def test_vectorised_metrics_equal_a_per_example_loop(small_task, chunk_size):
                                    atol=1e-6, rtol=0, msg=name)
     # the random model is far from the floor, so the comparison is not between constants
     assert fast["loss_cand"].std() > 0.05 and fast["shuffle_gap"].abs().max() > 1e-3
+    # the full-target gap differs from the first-token one: it also scores a2..a4 and EOS
+    assert (fast["shuffle_gap_full"] - fast["shuffle_gap"]).abs().max() > 1e-3
 
 
 def test_shuffle_gap_refuses_the_correct_selector(small_task):
@@ -55,6 +57,7 @@ def test_a_model_that_ignores_z_sits_exactly_at_log_k():
     assert m["loss_cand_first"] == pytest.approx(math.log(5), abs=1e-4)
     assert m["loss_first"] == pytest.approx(math.log(5), abs=1e-4)
     assert m["shuffle_gap"] == pytest.approx(0.0, abs=1e-6)
+    assert m["shuffle_gap_full"] == pytest.approx(0.0, abs=1e-6)
     # the continuation after the first token is deterministic given B and a1
     assert m["loss"] == pytest.approx(math.log(5) / 5, abs=1e-4)
 
@@ -71,6 +74,17 @@ def test_a_model_that_reads_z_is_exact():
     assert m["shuffle_gap"] > 5
 
 
+def test_full_target_gap_sees_z_read_after_the_first_token():
+    # z ignored for a1 but read for a2..EOS: the first-token gap misses it, the full gap does not
+    task = Task.generate(TaskSpec(k=5, n_bases=8, unique_first=False), seed=0)
+    model = LookupModel(task, see_z=True, blind_first=True)
+    idx = torch.arange(task.size)
+    alt = task.other_selectors(idx, torch.Generator().manual_seed(0))
+    m = summarize(evaluate_examples(model, task, idx, alt))
+    assert m["shuffle_gap"] == pytest.approx(0.0, abs=1e-6)
+    assert m["shuffle_gap_full"] > 1.0
+
+
 @pytest.mark.parametrize("direction", ["a_to_b", "az_to_b", "b_to_a"])
 def test_other_directions_leave_undefined_metrics_nan(direction):
     task = Task.generate(TaskSpec(k=3, n_bases=5, direction=direction), seed=0)
@@ -81,4 +95,5 @@ def test_other_directions_leave_undefined_metrics_nan(direction):
         m = summarize(evaluate_examples(model, task, idx, alt))
     assert math.isnan(m["loss_cand"]) == (not task.has_candidates)
     assert math.isnan(m["shuffle_gap"]) == (not task.has_selector)
+    assert math.isnan(m["shuffle_gap_full"]) == (not task.has_selector)
     assert math.isfinite(m["loss"]) and math.isfinite(m["loss_first"])

@@ -35,7 +35,7 @@ class ResultCache:
         return self.run.path / CACHE_DIR / analysis / _key(analysis, params) / f"step_{step:07d}.json"
 
     def _checkpoint_sha(self, step: int) -> str:
-        return self.run._manifest()["checkpoints"][str(step)]["sha256"]
+        return self.run.checkpoint_hashes()[step]
 
     def load(self, analysis: str, params: dict, step: int) -> pd.DataFrame | None:
         path = self._path(analysis, params, step)

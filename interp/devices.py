@@ -1,0 +1,86 @@
+"""Where work runs: torch device names, and whether a run fits in the machine's memory.
+
+Both checks run before anything is written, so a bad `--device` or a model too large for the
+machine is one clear error instead of a traceback and a half-made run folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from interp.errors import InterpError
+from interp.spec import VOCAB_SIZE, RunSpec
+
+DEVICE_PATTERN = re.compile(r"^(cpu|cuda|mps|xpu)(:\d+)?$")
+
+
+def check_device(name: str) -> str:
+    """`name` if torch can use it on this machine, else an InterpError saying what is allowed."""
+    if not isinstance(name, str) or not DEVICE_PATTERN.match(name):
+        raise InterpError(f"unknown device {name!r}; allowed: cpu, cuda, cuda:N, mps")
+    kind, _, index = name.partition(":")
+    if kind == "cpu":
+        return name
+    import torch
+
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise InterpError(f"device {name!r} was asked for, but this machine has no CUDA GPU "
+                              f"(or this torch build has no CUDA); use --device cpu")
+        if index and int(index) >= torch.cuda.device_count():
+            raise InterpError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif kind == "mps" and not torch.backends.mps.is_available():
+        raise InterpError(f"device {name!r} was asked for, but MPS is not available here; use --device cpu")
+    elif kind == "xpu" and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        raise InterpError(f"device {name!r} was asked for, but no XPU is available here; use --device cpu")
+    return name
+
+
+def training_bytes(spec: RunSpec) -> int:
+    """A generous estimate of the memory training `spec` needs: parameters, gradients and
+    AdamW state (4 copies), the dataset's tokens, and one batch's activations and their
+    gradients."""
+    n_ctx = spec.task.sequence_length
+    m = spec.model
+    params = spec.model.n_params(n_ctx, VOCAB_SIZE)
+    tokens = spec.task.dataset_size * n_ctx * 8
+    per_position = m.n_layers * (8 * m.d_model + 3 * m.n_heads * m.d_head + 2 * m.d_mlp
+                                 + 2 * m.n_heads * n_ctx) + 3 * VOCAB_SIZE
+    activations = 2 * spec.train.batch_size * n_ctx * per_position * 4
+    return 4 * params * 4 + tokens + activations
+
+
+def available_bytes(device: str) -> int | None:
+    """Memory of `device` (physical RAM for the CPU), or None when it cannot be told."""
+    kind = device.partition(":")[0]
+    if kind == "cpu":
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return None
+    if kind == "cuda":
+        import torch
+
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    return None
+
+
+def check_fits(spec: RunSpec, device: str) -> None:
+    """Refuse a run whose estimated training memory exceeds what `device` has."""
+    need, have = training_bytes(spec), available_bytes(device)
+    if have is not None and need > have:
+        gib = 1024**3
+        raise InterpError(
+            f"this run needs about {need / gib:,.1f} GiB to train (batch_size {spec.train.batch_size}, "
+            f"d_model {spec.model.d_model}, {spec.model.n_params(spec.task.sequence_length):,} parameters) "
+            f"but {device} has {have / gib:,.1f} GiB; lower batch_size or the model size"
+        )
+
+
+def is_allocation_failure(exc: BaseException) -> bool:
+    """Whether `exc` is torch running out of memory (CPU allocator or GPU)."""
+    if type(exc).__name__ == "OutOfMemoryError" or isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("allocate" in text or "out of memory" in text)
