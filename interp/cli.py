@@ -232,23 +232,42 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- analyze
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from interp.analysis import registry
     from interp.devices import check_device
     from interp.runs import Run
 
+    names = registry.parse_only(args.only)
     run = Run.open(args.run)
     check_device(args.device)
-    from interp.analysis.suite import describe, run_suite
+    heads = None
+    if args.heads is not None:
+        from interp.names import parse_head
 
-    result = run_suite(run, only=args.only, steps=args.steps, method=args.method, n_groups=args.n_groups,
-                       device=args.device, progress=not args.quiet and not args.json, cache=not args.no_cache)
+        heads = [h.strip() for h in args.heads.split(",") if h.strip()]
+        bad = [h for h in heads if h.lower() != "full" and parse_head(h) is None]
+        if bad or not heads:
+            raise InterpError(f"--heads takes head names such as L0H3,L0H1 (or 'full'), got {args.heads!r}")
+    from interp.analysis.findings import describe
+    from interp.analysis.suite import run_suite
+
+    options = {"n_groups": args.n_groups, "method": args.method, "heads": heads}
+    result = run_suite(run, only=names, steps=args.steps, options=options, device=args.device,
+                       progress=not args.quiet and not args.json, cache=not args.no_cache)
+    for line in result.notes + result.problems:
+        print(f"interp: warning: {line}", file=sys.stderr)
     if args.json:
         tables = {name: json.loads(df.to_json(orient="records")) for name, df in result.tables.items()}
-        print(json.dumps({"findings": result.findings, "tables": tables}, default=str))
-        return 0
+        print(json.dumps({"findings": result.findings, "tables": tables, "notes": result.notes,
+                          "problems": result.problems}, default=str))
+        return 1 if result.problems else 0
     print(f"{run.path}: {', '.join(result.tables)} "
           f"({result.cache_misses} computed, {result.cache_hits} from cache)")
     for line in describe(result.findings):
         print("  " + line)
+    if result.problems:
+        print(f"interp: {len(result.problems)} step(s) could not be analysed (see the warnings above)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -330,11 +349,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("analyze", help="run the analysis suite on a run (cached) and print the findings")
+    from interp.analysis import registry
+
+    p = sub.add_parser("analyze", help="run the analysis suite on a run (cached) and print the findings",
+                       description="Analyses: " + registry.describe_all() + ". Exit status 1 when some steps "
+                                   "could not be analysed (each is named in a warning).")
     p.add_argument("run", help="run folder")
-    p.add_argument("--only", help="comma-separated subset of: sensitivity, attention, groups, ablation, patching")
+    p.add_argument("--only", help="comma-separated subset of: " + ", ".join(registry.REGISTRY)
+                   + f" (default: {', '.join(registry.default_names())})")
     p.add_argument("--steps", help="saved steps, 'all', or pre/mid/post (tau/4, tau, 2 tau), comma-separated")
-    p.add_argument("--method", default="zero", choices=["zero", "mean", "resample"], help="ablation method")
+    p.add_argument("--method", choices=["zero", "mean", "resample"],
+                   help="ablation method (default: all three)")
+    p.add_argument("--heads", help="heads for the per-head analyses (llc), e.g. L0H3,L0H1")
     p.add_argument("--n-groups", type=_positive_int, help="probe size in groups (default: per analysis)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--no-cache", action="store_true", help="recompute everything, write nothing")

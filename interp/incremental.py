@@ -1,6 +1,6 @@
 """Resume a HookedTransformer forward from a layer, recomputing only what a change can reach.
 
-Two facts make interventions cheap (DESIGN: cost model):
+Two facts make interventions cheap:
 - with causal attention, changing the residual stream at position p leaves every earlier
   position unchanged, so their keys and values can be taken from a cached base run;
 - a change at layer L leaves every layer below L unchanged, and at the last layer only the
@@ -142,29 +142,10 @@ def _continue(
     return model.unembed(model.ln_final(resid))
 
 
-def continuation_logits(
-    model: nn.Module,
-    prefix: Int[Tensor, "n p"],
-    continuations: Int[Tensor, "n k c"],
-) -> tuple[Float[Tensor, "n vocab"], Float[Tensor, "n k c vocab"]]:
-    """Logits for K continuations of each prefix, running the shared prefix once.
-
-    Returns the logits at the last prefix position, and at each continuation position (the
-    continuation tokens sit at positions p .. p+c-1 and are inputs there).
-    """
-    check_supported(model)
-    n, k, c = continuations.shape
-    p = prefix.shape[1]
-    cache = base_cache(model, prefix)
-    rows = torch.arange(n, device=prefix.device).repeat_interleave(k)
-    tokens = continuations.reshape(n * k, c)
-    resid = model.W_E[tokens] + model.W_pos[p : p + c]
-    logits = _continue(model, cache, 0, resid, p, rows, all_positions=True)
-    return cache.logits, logits.reshape(n, k, c, -1)
-
-
 def has_active_hooks(model: nn.Module) -> bool:
-    return any(hp.fwd_hooks or hp.bwd_hooks for hp in getattr(model, "hook_dict", {}).values())
+    """Whether any of the model's hook points has a hook attached (then only the hooked
+    TransformerLens forward is faithful, never a shortcut)."""
+    return any(hp.has_hooks() for hp in getattr(model, "hook_dict", {}).values())
 
 
 def resume_from_resid(

@@ -26,23 +26,15 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interp.incremental import continuation_logits, has_active_hooks, supported
+from interp.incremental import has_active_hooks, supported
+from interp.prefix_tree import run_tree
+from interp.names import METRICS
 from interp.task import Task
 
 Model = Callable[[Tensor], Tensor]
 DEFAULT_CHUNK = 2048
 
-PER_EXAMPLE = (
-    "loss",
-    "loss_first",
-    "loss_cand",
-    "loss_cand_first",
-    "shuffle_gap",
-    "shuffle_gap_full",
-    "acc_first",
-    "acc_cand",
-    "acc_exact",
-)
+PER_EXAMPLE = METRICS  # every metric evaluate_examples returns, in table order
 
 
 def _device(model: Model) -> torch.device:
@@ -84,21 +76,25 @@ def output_logprobs(
     return torch.cat(logps), torch.cat(hits), torch.cat(first_logits)
 
 
-def decision_logits(
-    model: Model, tokens: Int[Tensor, "n seq"], decision_pos: int, chunk_size: int = DEFAULT_CHUNK
-) -> Float[Tensor, "n vocab"]:
-    """Logits at the decision position, from inputs truncated there (first-token metrics only)."""
-    out, device = [], _device(model)
-    for start in range(0, len(tokens), chunk_size):
-        chunk = tokens[start : start + chunk_size, : decision_pos + 1].to(device)
-        out.append(_wide(model(chunk)[:, decision_pos]).cpu())
-    return torch.cat(out)
-
-
 def first_token_nll(
     logits: Float[Tensor, "n vocab"], target: Int[Tensor, " n"]
 ) -> Float[Tensor, " n"]:
     return F.cross_entropy(logits, target, reduction="none")
+
+
+def tree_logprobs(
+    first_logits: Float[Tensor, "n vocab"],
+    cont_logits: Float[Tensor, "n k c vocab"],
+    outputs: Int[Tensor, "n k out"],
+) -> tuple[Float[Tensor, "n k out"], Bool[Tensor, "n k out"]]:
+    """Log-probability and argmax hit of each output token of K continuations of a prefix:
+    the first from the prefix's last logits, the rest from the continuation logits."""
+    first_logits, cont_logits = _wide(first_logits), _wide(cont_logits)
+    first_lp = first_logits.log_softmax(-1).gather(-1, outputs[:, :, 0])
+    cont_lp = cont_logits.log_softmax(-1).gather(-1, outputs[:, :, 1:].unsqueeze(-1)).squeeze(-1)
+    first_hit = first_logits.argmax(-1, keepdim=True) == outputs[:, :, 0]
+    hit = torch.cat([first_hit.unsqueeze(-1), cont_logits.argmax(-1) == outputs[:, :, 1:]], -1)
+    return torch.cat([first_lp.unsqueeze(-1), cont_lp], -1), hit
 
 
 def candidate_logprobs(
@@ -106,7 +102,7 @@ def candidate_logprobs(
 ) -> tuple[Float[Tensor, "n k out"], Bool[Tensor, "n k out"], Float[Tensor, "n vocab"]]:
     """Log-probability and argmax hit of every output token of every candidate, and the
     decision-position logits. Plain HookedTransformers run each shared prefix once and only
-    the K continuations after it; anything else runs the K full sequences."""
+    the K continuations after it (`interp.prefix_tree`); anything else runs the K full sequences."""
     layout = task.layout
     n, k = len(idx), task.k
     if not _fast(model):
@@ -121,14 +117,11 @@ def candidate_logprobs(
         sel = slice(start, start + per_chunk)
         prefix = task.tokens[idx[sel], : layout.decision_pos + 1].to(device)
         cand = cands[sel].to(device)
-        first_logits, cont_logits = continuation_logits(model, prefix, cand[:, :, :-1])
-        first_logits, cont_logits = _wide(first_logits), _wide(cont_logits)
-        first_lp = first_logits.log_softmax(-1).gather(-1, cand[:, :, 0])
-        cont_lp = cont_logits.log_softmax(-1).gather(-1, cand[:, :, 1:].unsqueeze(-1)).squeeze(-1)
-        logps.append(torch.cat([first_lp.unsqueeze(-1), cont_lp], -1).cpu())
-        first_hit = first_logits.argmax(-1, keepdim=True) == cand[:, :, 0]
-        hits.append(torch.cat([first_hit.unsqueeze(-1), cont_logits.argmax(-1) == cand[:, :, 1:]], -1).cpu())
-        firsts.append(first_logits.cpu())
+        tree = run_tree(model, prefix, cand[:, :, :-1])
+        logp, hit = tree_logprobs(tree.first_logits, tree.cont_logits, cand)
+        logps.append(logp.cpu())
+        hits.append(hit.cpu())
+        firsts.append(_wide(tree.first_logits).cpu())
     return torch.cat(logps), torch.cat(hits), torch.cat(firsts)
 
 
@@ -149,8 +142,40 @@ def evaluate_examples(
 ) -> dict[str, Tensor]:
     """Every per-example metric of PER_EXAMPLE for the examples `idx` (NaN where undefined).
 
-    `alt_selector` is the z' of the shuffle gap; it must never equal the example's own
+    `alt_selector` is the z' of the shuffle gaps; it must never equal the example's own
     selector (draw it with `task.other_selectors`).
+    """
+    layout = task.layout
+    check_alt_selector(task, idx, alt_selector)
+    cand = own = shuffled = None
+    if task.has_candidates:
+        cand = candidate_logprobs(model, task, idx, chunk_size)
+    else:
+        own = output_logprobs(model, task.tokens[idx], layout.loss_pos, chunk_size)
+    if task.has_selector and alt_selector is not None:
+        logp, _, first = output_logprobs(model, task.with_selector(idx, alt_selector), layout.loss_pos, chunk_size)
+        shuffled = (logp, first)
+    return assemble(task, idx, cand=cand, own=own, shuffled=shuffled)
+
+
+def check_alt_selector(task: Task, idx: Int[Tensor, " n"], alt_selector: Int[Tensor, " n"] | None) -> None:
+    if alt_selector is not None and bool((alt_selector == task.selector_id[idx]).any()):
+        raise ValueError("shuffle gap: alt_selector must never be the example's own selector")
+
+
+def assemble(
+    task: Task,
+    idx: Int[Tensor, " n"],
+    cand: tuple[Tensor, Tensor, Tensor] | None = None,
+    own: tuple[Tensor, Tensor, Tensor] | None = None,
+    shuffled: tuple[Tensor, Tensor] | None = None,
+) -> dict[str, Tensor]:
+    """The PER_EXAMPLE metrics from log-probabilities already computed (by any forward):
+
+    - `cand`: (logp [n, K, out], hit [n, K, out], decision logits [n, vocab]) of the K
+      candidates (directions whose output is A);
+    - `own`: the same for the example's own output only (the other directions);
+    - `shuffled`: (logp [n, out], decision logits [n, vocab]) with z replaced by z'.
     """
     layout = task.layout
     n = len(idx)
@@ -158,32 +183,25 @@ def evaluate_examples(
     correct = task.selector_id[idx]
     target_first = task.tokens[idx, layout.decision_pos + 1]
     out: dict[str, Tensor] = {}
-    if task.has_candidates:
-        # All K candidates at once; the correct one is the example itself.
-        logp, hit, first_logits = candidate_logprobs(model, task, idx, chunk_size)
+    if cand is not None:
+        logp, hit, first_logits = cand
         scores = logp.sum(-1)
-        own = correct.view(n, 1, 1).expand(n, 1, logp.shape[-1])
-        own_logp = logp.gather(1, own).squeeze(1)
-        own_hit = hit.gather(1, own).squeeze(1)
+        own_index = correct.view(n, 1, 1).expand(n, 1, logp.shape[-1])
+        own_logp = logp.gather(1, own_index).squeeze(1)
+        own_hit = hit.gather(1, own_index).squeeze(1)
         cand_first = task.candidates(idx)[:, :, 0]
         out["loss_cand"] = candidate_nll(scores, correct)
         out["loss_cand_first"] = candidate_nll(first_logits.gather(-1, cand_first), correct)
         out["acc_cand"] = (scores.argmax(-1) == correct).float()
     else:
-        own_logp, own_hit, first_logits = output_logprobs(
-            model, task.tokens[idx], layout.loss_pos, chunk_size
-        )
+        own_logp, own_hit, first_logits = own
         out["loss_cand"] = out["loss_cand_first"] = out["acc_cand"] = nan
     out["loss"] = -own_logp.mean(-1)
     out["loss_first"] = first_token_nll(first_logits, target_first)
     out["acc_first"] = own_hit[:, 0].float()
     out["acc_exact"] = own_hit.all(-1).float()
-    if task.has_selector and alt_selector is not None:
-        if bool((alt_selector == correct).any()):
-            raise ValueError("shuffle gap: alt_selector must never be the example's own selector")
-        shuffled_logp, _, shuffled_first = output_logprobs(
-            model, task.with_selector(idx, alt_selector), layout.loss_pos, chunk_size
-        )
+    if shuffled is not None:
+        shuffled_logp, shuffled_first = shuffled
         out["shuffle_gap"] = first_token_nll(shuffled_first, target_first) - out["loss_first"]
         out["shuffle_gap_full"] = -shuffled_logp.mean(-1) - out["loss"]
     else:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
+from interp.names import METRICS
 from interp.runs import Run
 from interp.transition import plateau_height, plateau_span, snap_step, tau_half, window_bounds
 
-FINAL = ("loss", "loss_first", "loss_cand", "shuffle_gap", "shuffle_gap_full", "acc_first", "acc_cand",
-         "acc_exact")
+FINAL = METRICS
 
 
 def _finite(value) -> float | None:

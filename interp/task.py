@@ -16,7 +16,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from interp.errors import InterpError
-from interp.seeding import numpy_generator
+from interp.seeding import numpy_generator, torch_generator
 from interp.spec import (  # noqa: F401  (re-exported: the task's vocabulary lives with its spec)
     ALPHABET,
     BOS,
@@ -242,6 +242,20 @@ class Task:
         """For each example a uniformly drawn selector of its group that is never its own."""
         offset = torch.randint(1, self.k, (len(idx),), generator=generator)
         return (self.selector_id[idx] + offset) % self.k
+
+    def sample(self, n: int, seed: int, stream: str = "probe") -> tuple[Int[Tensor, " m"], Int[Tensor, " m"] | None]:
+        """A fixed, seeded, sorted choice of n examples (all of them when n >= D) and, where the
+        task has a selector, a z' for each (another selector of its group, never its own).
+        Training's evaluation subset, the ablation probe and the patching pairs all come from here."""
+        if n < 1:
+            raise InterpError(f"a probe needs at least one example, got {n}")
+        gen = torch_generator(seed, stream)
+        if n >= self.size:
+            idx = torch.arange(self.size)
+        else:
+            idx = torch.randperm(self.size, generator=gen)[:n].sort().values
+        alt = self.other_selectors(idx, gen) if self.has_selector else None
+        return idx, alt
 
     # ----------------------------------------------------------------- identity
     def sha256(self) -> str:

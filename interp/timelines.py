@@ -1,14 +1,20 @@
-"""The circuit-formation timeline: when each head starts carrying z, against when the loss moves.
+"""The circuit-formation timeline: when each head starts carrying z, when z is used, against
+when the loss moves.
 
-`timeline(run)` gathers, on one step axis, the run's losses and shuffle gap (from its
+`timeline(run)` gathers, on one step axis, the run's losses and shuffle gaps (from its
 metrics log), every head's z-sensitivity across checkpoints, each head's onset (the first
 checkpoint at which the series has made `fraction` of its own rise and stays there for `m`
-checkpoints; `interp.transition.rise_threshold` / `onset`), tau and the routing head's
-lead (tau - onset) / tau. The paper's claim is a positive lead: the routing head forms
-while the loss still sits at log K.
+checkpoints; `interp.transition.rise_threshold` / `onset`), tau, and the routing head's
+events with their leads (tau - step) / tau:
 
-Plotting lives in `interp.plots`, imported only by `Timeline.figure()`, so computing a
-timeline never needs plotly.
+- carried: the onsets of its attention to z and of its z-share;
+- used: the first checkpoint from which resample-ablating it costs more than 0.1 nats of
+  candidate loss, and the first from which patching it restores more than 20% of the logit
+  difference (`interp.analysis.findings`; the `usage` analysis).
+
+The paper's claim is a positive lead: the routing head forms while the loss still sits at
+log K. The analyses come from the suite and its cache (`cache=False`: recompute, write
+nothing). Plotting lives in `interp.plots`, imported only by `Timeline.figure()`.
 
 `interp.timeline(run)` is this module's `timeline`, imported lazily by the package (the
 module is named `timelines` so that importing it never rebinds `interp.timeline`).
@@ -16,16 +22,23 @@ module is named `timelines` so that importing it never rebinds `interp.timeline`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from interp.analysis import sensitivity as sensitivity_analysis
+from interp.analysis import findings as findings_module
+from interp.analysis.sensitivity import COLUMNS as SENSITIVITY_COLUMNS
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.transition import ONSET_FRACTION, ONSET_M, onset, rise_threshold, tau as run_tau
 
 MIN_CHECKPOINTS = 3  # an onset held for m >= 2 checkpoints needs a rise before it
+EVENT_NAMES = {
+    "carried_attn": "attention to z (carried)",
+    "carried_share": "z-share (carried)",
+    "used_ablation": "resample ablation > 0.1 nats (used)",
+    "used_patching": "patching > 20% (used)",
+}
 
 
 @dataclass
@@ -42,6 +55,8 @@ class Timeline:
     fraction: float = ONSET_FRACTION
     m: int = ONSET_M
     name: str = ""
+    usage: pd.DataFrame | None = None
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)  # event, kind, label, step (Int64), lead
 
     @property
     def routing_onset(self) -> int | None:
@@ -49,6 +64,14 @@ class Timeline:
         if row.empty or pd.isna(row["onset"].iloc[0]):
             return None
         return int(row["onset"].iloc[0])
+
+    def event(self, name: str) -> int | None:
+        """Step of one routing-head event ("carried_attn", "carried_share", "used_ablation",
+        "used_patching"), or None if it never happened (or was not measured)."""
+        hit = self.events[self.events["event"] == name] if not self.events.empty else self.events
+        if hit.empty or pd.isna(hit["step"].iloc[0]):
+            return None
+        return int(hit["step"].iloc[0])
 
     def figure(self):
         """The timeline as a plotly Figure (`interp.plots.timeline_figure`)."""
@@ -75,6 +98,22 @@ def head_onsets(sens: pd.DataFrame, column: str = "z_share", fraction: float = O
     return df
 
 
+def routing_events(sens: pd.DataFrame, usage: pd.DataFrame | None, head: str, t: int | None,
+                   fraction: float = ONSET_FRACTION, m: int = ONSET_M) -> pd.DataFrame:
+    """The routing head's carried and used events: event, kind, label, step, lead."""
+    carried = findings_module.carried_onsets(sens, head, fraction, m)
+    used = findings_module.used_onsets(usage, head, m=m) if usage is not None and not usage.empty else {}
+    steps = {"carried_attn": carried["attn_to_z"], "carried_share": carried["z_share"],
+             "used_ablation": used.get("ablation"), "used_patching": used.get("patching")}
+    rows = [{"event": name, "kind": name.split("_")[0], "label": EVENT_NAMES[name],
+             "step": pd.NA if step is None else step, "lead": findings_module.lead(t, step),
+             "measured": name.startswith("carried") or bool(used)}
+            for name, step in steps.items()]
+    df = pd.DataFrame(rows)
+    df["step"] = df["step"].astype("Int64")
+    return df
+
+
 def check_run(run: Run) -> None:
     """Raise InterpError, saying what is missing, if `run` cannot have a timeline."""
     steps = run.steps
@@ -98,13 +137,19 @@ def check_run(run: Run) -> None:
 def timeline(
     run: Run,
     sens: pd.DataFrame | None = None,
+    usage: pd.DataFrame | None = None,
     column: str = "z_share",
     fraction: float = ONSET_FRACTION,
     m: int = ONSET_M,
     n_groups: int | None = None,
     device: str = "cpu",
+    cache: bool = True,
+    with_usage: bool = True,
+    progress: bool = False,
 ) -> Timeline:
-    """Compute the timeline of `run`; `sens` reuses a sensitivity table (e.g. the suite's cached one).
+    """Compute the timeline of `run`. `sens` and `usage` reuse tables already computed (e.g. the
+    suite's); otherwise the sensitivity and (unless `with_usage=False`) usage analyses run
+    through the suite and its cache.
 
     Raises InterpError when the run cannot show a timeline: fewer than 3 saved checkpoints,
     no candidate loss (directions whose output is B, or no evaluation yet), or no selector.
@@ -114,11 +159,18 @@ def timeline(
         raise InterpError(f"the onset fraction must be between 0 and 1, got {fraction}")
     if m < 1:
         raise InterpError(f"m (checkpoints an onset must hold) must be >= 1, got {m}")
-    if sens is None:
-        n = n_groups if n_groups is not None else sensitivity_analysis.DEFAULT_GROUPS
-        sens = sensitivity_analysis.across(run, n_groups=n, device=device)
+    wanted = [name for name, table in (("sensitivity", sens), ("usage", usage if with_usage else 0))
+              if table is None]
+    if wanted:
+        from interp.analysis.suite import run_suite
+
+        result = run_suite(run, only=wanted, options={"n_groups": n_groups}, device=device, cache=cache,
+                           progress=progress)
+        sens = result.tables["sensitivity"] if sens is None else sens
+        if with_usage and usage is None:
+            usage = result.tables.get("usage")
     if column not in sens.columns:
-        allowed = ", ".join(c for c in sensitivity_analysis.COLUMNS if c in sens.columns)
+        allowed = ", ".join(c for c in SENSITIVITY_COLUMNS if c in sens.columns)
         raise InterpError(f"unknown sensitivity column {column!r}; allowed: {allowed}")
     n_sens = sens["step"].nunique()
     if n_sens < MIN_CHECKPOINTS:
@@ -126,12 +178,13 @@ def timeline(
             f"a timeline needs sensitivity at >= {MIN_CHECKPOINTS} checkpoints; the table given has {n_sens}"
         )
     t = run_tau(run)
-    routing = sensitivity_analysis.routing_head(sens, column)
+    routing = findings_module.routing_head(sens, column)
     onsets = head_onsets(sens, column, fraction, m)
     routing_onset = onsets.loc[onsets["head_name"] == routing, "onset"].iloc[0]
     lead = None if (not t or pd.isna(routing_onset)) else (t - int(routing_onset)) / t
+    usage = usage if with_usage else None
     return Timeline(
         metrics=run.metrics, sensitivity=sens, log_k=run.log_k, tau=t, tau_window=run_tau(run, kind="window"),
         routing_head=routing, onsets=onsets, lead=lead, column=column, fraction=fraction, m=m, name=run.name,
+        usage=usage, events=routing_events(sens, usage, routing, t, fraction, m),
     )
-

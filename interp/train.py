@@ -40,13 +40,7 @@ class TrainResult:
 
 def eval_subset(task: Task, spec: TrainSpec, seed: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The fixed evaluation examples and their shuffle-gap selectors z' (never the correct one)."""
-    gen = torch_generator(seed, "eval")
-    if task.size <= spec.eval_size:
-        idx = torch.arange(task.size)
-    else:
-        idx = torch.randperm(task.size, generator=gen)[: spec.eval_size].sort().values
-    alt = task.other_selectors(idx, gen) if task.has_selector else None
-    return idx, alt
+    return task.sample(spec.eval_size, seed, stream="eval")
 
 
 def scheduled_checkpoint(step: int, spec: TrainSpec) -> bool:

@@ -111,7 +111,7 @@ def power_law_sweep(k_values: tuple[int, ...] = (3, 6, 12, 24, 36), n_bases: int
         for s in range(seeds):
             d = k * n_bases
             tau = c * d ** delta * math.exp(sigma * rng.standard_normal())
-            plan = planned_steps if planned_steps is not None else int(10 * c * max(k_values) ** delta * n_bases ** delta)
+            plan = planned_steps if planned_steps is not None else int(10 * c * (max(k_values) * n_bases) ** delta)
             rows.append(run_row(k, tau, seed=s, n_bases=n_bases, planned_steps=plan, eval_every=eval_every))
     return make_table(rows, ("task.k", "seed"))
 
@@ -181,6 +181,6 @@ def metrics_for(table: pd.DataFrame, n_points: int = 40) -> dict[str, pd.DataFra
         steps = np.linspace(0, r.steps_run, n_points).round().astype(int)
         log_k = math.log(r.k)
         tau = r.tau_half if math.isfinite(r.tau_half) else 2.0 * r.steps_run
-        loss = log_k / (1.0 + np.exp((steps - tau) / (0.05 * tau)))
+        loss = log_k / (1.0 + np.exp(np.clip((steps - tau) / (0.05 * tau), -50, 50)))
         out[str(r.run)] = pd.DataFrame({"step": steps, "loss_cand": loss})
     return out

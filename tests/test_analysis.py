@@ -9,7 +9,7 @@ import torch
 from transformer_lens import patching as tl_patching
 from transformer_lens.utilities import get_act_name
 
-from interp.analysis import ablation, attention, groups, patching, sensitivity
+from interp.analysis import ablation, attention, groups, patching, registry, sensitivity
 from interp.analysis.cache import ResultCache
 from interp.analysis.common import group_examples, select_steps
 from interp.analysis.suite import run_suite
@@ -239,7 +239,9 @@ def test_cache_computes_only_what_is_missing(small_run):
         again.tables["sensitivity"][again.tables["sensitivity"]["step"] < 40].reset_index(drop=True),
         first.tables["sensitivity"], check_dtype=False)
     other = ResultCache(small_run)
-    assert other.load("sensitivity", {"n_groups": 99}, 0) is None  # parameters are part of the key
+    key = registry.get("sensitivity").cache_key({"n_groups": 99})
+    assert other.load(key, 0) is None  # parameters are part of the key
+    assert other.load(registry.get("sensitivity").cache_key({"n_groups": 64}), 0) is not None
 
 
 def test_ablation_at_relative_steps_needs_a_snap(small_run):
@@ -254,3 +256,75 @@ def test_patching_in_chunks_equals_one_batch(small_run, monkeypatch):
     monkeypatch.setattr(patching, "CHUNK_PAIRS", 6)
     chunked = patching.heads(small_run, step=40, n_pairs=20)
     pd.testing.assert_series_equal(whole["patched_ld"], chunked["patched_ld"], atol=1e-6, check_exact=False)
+
+
+# ---------------------------------------------------------------------------- fast ablation
+def _hook_effects(model, task, idx, alt, comps, method, **extra):
+    """The reference: TransformerLens hooks (Ablated) through the generic metrics."""
+    out = {"clean": evaluate_examples(model, task, idx, alt)}
+    for name, layer, heads in comps:
+        out[name] = evaluate_examples(ablation.Ablated(model, {layer: heads}, method, task=task, **extra),
+                                      task, idx, alt)
+    return out
+
+
+def _extra(method, model, task):
+    if method == "mean":
+        return {"mean_z": ablation.reference_mean_z(model, task, seed=0, size=30)}
+    if method == "resample":
+        return {"table": ablation.resample_table(task, seed=0)}
+    return {}
+
+
+@pytest.mark.parametrize("method", ablation.METHODS)
+def test_fast_ablation_equals_the_hook_path_exactly(task, model, method):
+    # float64 model with 3 layers: every layer is the first, a middle or the last ablated one
+    idx, alt = task.sample(17, 0)
+    comps = ablation.components(model.cfg.n_layers, model.cfg.n_heads)
+    extra = _extra(method, model, task)
+    fast = ablation.effects(model, task, idx, alt, comps, method, **extra)
+    slow = _hook_effects(model, task, idx, alt, comps, method, **extra)
+    assert set(fast) == set(slow)
+    for name in slow:
+        for metric in slow[name]:
+            torch.testing.assert_close(fast[name][metric], slow[name][metric], atol=1e-9, rtol=0,
+                                       msg=f"{method} {name} {metric}")
+    moved = [abs(float(fast[c[0]]["loss_cand"].mean() - fast["clean"]["loss_cand"].mean())) for c in comps]
+    assert max(moved) > 1e-3  # ablating changes something: the comparison is not between constants
+
+
+@pytest.mark.parametrize("method", ablation.METHODS)
+def test_fast_ablation_table_equals_the_hook_path_on_a_small_run(small_run, method):
+    fast = ablation.at_step(small_run, 40, methods=method, n_examples=24)
+    model = small_run.model(40)
+    task = small_run.task
+    idx, alt = task.sample(24, small_run.spec.seed, "probe")
+    extra = {}
+    if method == "mean":
+        extra["mean_z"] = ablation.reference_mean_z(model, task, small_run.spec.seed)
+    if method == "resample":
+        extra["table"] = ablation.resample_table(task, small_run.spec.seed)
+    slow = _hook_effects(model, task, idx, alt, ablation.components(2, 2), method, **extra)
+    for row in fast.itertuples():
+        values = summarize(slow[row.component])
+        for metric, value in values.items():
+            assert getattr(row, metric) == pytest.approx(value, abs=1e-5, nan_ok=True), (row.component, metric)
+
+
+def test_prefix_tree_equals_the_transformer_lens_forward(task, model):
+    from interp.prefix_tree import run_tree
+
+    idx = torch.arange(7)
+    cands = task.candidates(idx)
+    dec = task.layout.decision_pos
+    tree = run_tree(model, task.tokens[idx, : dec + 1], cands[:, :, :-1], record=True)
+    full = task.with_candidates(idx)[:, :, : task.layout.loss_pos[-1] + 1]
+    logits = model(full.reshape(-1, full.shape[-1])).view(*full.shape, -1)
+    torch.testing.assert_close(tree.first_logits, logits[:, 0, dec], atol=1e-10, rtol=0)
+    torch.testing.assert_close(tree.cont_logits, logits[:, :, dec + 1 :], atol=1e-10, rtol=0)
+    _, cache = model.run_with_cache(full[:, 0])
+    for layer in range(model.cfg.n_layers):  # the record holds TransformerLens's activations
+        torch.testing.assert_close(tree.prefix_z[layer], cache[get_act_name("z", layer)][:, : dec + 1],
+                                   atol=1e-10, rtol=0)
+        torch.testing.assert_close(tree.cont_resid[layer][:, 0], cache[get_act_name("resid_pre", layer)][:, dec + 1 :],
+                                   atol=1e-10, rtol=0)

@@ -106,7 +106,7 @@ def test_power_law_bad_input():
     with pytest.raises(InterpError, match="unknown bootstrap scheme"):
         scaling.power_law(table, scheme="jackknife")
     with pytest.raises(InterpError, match="confidence level"):
-        scaling.power_law(table, ci=95)
+        scaling.power_law(table, ci=95.0)
     mixed = table.copy()
     mixed.loc[mixed["seed"] == 0, "direction"] = "az_to_b"
     with pytest.raises(InterpError, match="pass direction="):

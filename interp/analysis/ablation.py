@@ -7,8 +7,16 @@ A head is ablated by replacing its hook_z (at every position) with:
   group, never the input's own (drawn once per (group, selector) from the run's seed).
 Whole layers are ablated the same way with all their heads at once.
 
-Effects are the metrics of `interp.metrics` (first-token loss, candidate loss, shuffle gap,
+Effects are the metrics of `interp.metrics` (first-token loss, candidate loss, shuffle gaps,
 accuracies) on a fixed probe, reported with the unablated values alongside.
+
+How it is fast (`effects`): the probe's candidate sequences and its z-shuffled sequences are
+run once with every layer's residual stream and head outputs recorded
+(`interp.prefix_tree`); ablating heads of layer L then resumes from that record at layer L,
+with the replaced head outputs, for all heads of the layer in one batch. Nothing below L is
+recomputed, the attention of layer L itself is never recomputed, and each shared prefix
+runs once for its K candidates. `Ablated` is the plain TransformerLens hook path that this
+must equal (tests check every method to 1e-5); it also serves models outside the family.
 """
 
 from __future__ import annotations
@@ -23,15 +31,29 @@ from transformer_lens.utilities import get_act_name
 
 from interp.analysis.common import head_name, over_steps
 from interp.errors import InterpError
-from interp.metrics import evaluate_examples, summarize
+from interp.incremental import has_active_hooks, supported
+from interp.metrics import assemble, check_alt_selector, evaluate_examples, summarize, tree_logprobs
+from interp.names import METRICS
+from interp.prefix_tree import Tree, resume_tree, run_tree
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import Task
 
 METHODS = ("zero", "mean", "resample")
-DEFAULT_EXAMPLES = 256
+DEFAULTS = {"methods": METHODS, "n_examples": 256}
+DEFAULT_EXAMPLES = DEFAULTS["n_examples"]
 REFERENCE_SIZE = 512
-METRICS = ("loss", "loss_first", "loss_cand", "shuffle_gap", "acc_first", "acc_cand", "acc_exact")
+ROWS_PER_BATCH = 40960  # continuation rows (variants x examples x K) per resumed forward
+
+
+def check_methods(methods: str | Iterable[str]) -> tuple[str, ...]:
+    """The ablation methods asked for, as a tuple; an InterpError names an unknown one."""
+    names = (methods,) if isinstance(methods, str) else tuple(methods)
+    unknown = [m for m in names if m not in METHODS]
+    if unknown or not names:
+        raise InterpError(f"unknown ablation method {', '.join(map(repr, unknown)) or '(none)'}; "
+                          f"allowed: {', '.join(METHODS)}")
+    return names
 
 
 def components(n_layers: int, n_heads: int) -> list[tuple[str, int, tuple[int, ...]]]:
@@ -79,13 +101,15 @@ def reference_mean_z(model: nn.Module, task: Task, seed: int, size: int = REFERE
     idx = torch.randperm(task.size, generator=gen)[: min(size, task.size)]
     names = [get_act_name("z", l) for l in range(model.cfg.n_layers)]
     device = next(model.parameters()).device
-    with torch.no_grad():
-        _, cache = model.run_with_cache(task.tokens[idx].to(device), names_filter=lambda n: n in names)
+    _, cache = model.run_with_cache(task.tokens[idx].to(device), names_filter=lambda n: n in names)
     return [cache[name].mean(0) for name in names]
 
 
 class Ablated(nn.Module):
-    """`model` with the heads `targets` ({layer: heads}) ablated by `method`; tokens -> logits."""
+    """`model` with the heads `targets` ({layer: heads}) ablated by `method`; tokens -> logits.
+
+    The reference implementation through TransformerLens hooks (and the path for models the
+    fast path does not support)."""
 
     def __init__(
         self,
@@ -97,12 +121,8 @@ class Ablated(nn.Module):
         table: Tensor | None = None,
     ):
         super().__init__()
-        if method not in METHODS:
-            raise InterpError(f"unknown ablation method {method!r}; allowed: {', '.join(METHODS)}")
-        if method == "mean" and mean_z is None:
-            raise ValueError("mean ablation needs mean_z (reference_mean_z)")
-        if method == "resample" and (task is None or table is None or not task.has_selector):
-            raise InterpError("resample ablation needs a task with a selector and a resample table")
+        check_methods(method)
+        _check_inputs(method, task, mean_z, table)
         self.model, self.targets, self.method = model, targets, method
         self.task, self.mean_z, self.table = task, mean_z, table
 
@@ -129,40 +149,187 @@ class Ablated(nn.Module):
         return self.model.run_with_hooks(tokens, fwd_hooks=[(name, hook) for name in names])
 
 
-def probe(task: Task, n_examples: int, seed: int) -> tuple[Tensor, Tensor | None]:
-    gen = torch_generator(seed, "probe")
-    idx = torch.randperm(task.size, generator=gen)[: min(n_examples, task.size)].sort().values
-    alt = task.other_selectors(idx, gen) if task.has_selector else None
-    return idx, alt
+def _check_inputs(method: str, task: Task | None, mean_z, table) -> None:
+    if method == "mean" and mean_z is None:
+        raise ValueError("mean ablation needs mean_z (reference_mean_z)")
+    if method == "resample" and (task is None or table is None or not task.has_selector):
+        raise InterpError("resample ablation needs a task with a selector and a resample table")
 
 
+# ---------------------------------------------------------------------------- the fast path
+class _Probe:
+    """One recorded forward of the probe: prefixes, their continuations and its z-source."""
+
+    def __init__(self, model, prefix: Tensor, outputs: Tensor, source_prefix: Tensor | None):
+        self.outputs = outputs  # [n, K, out]: the continuation tokens are outputs[..., :-1]
+        self.tree = run_tree(model, prefix, outputs[:, :, :-1], record=True)
+        self.source = None if source_prefix is None else run_tree(model, source_prefix, outputs[:, :, :-1],
+                                                                  record=True)
+
+    def logprobs(self, first: Tensor, cont: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+        return tree_logprobs(first, cont, self.outputs[rows])
+
+
+def _replacement(method: str, probe: _Probe, layer: int, mean_z: list[Tensor] | None
+                 ) -> tuple[Tensor, Tensor]:
+    """What ablated heads' outputs become at `layer`: [n, P, H, e] and [n, K, C, H, e]."""
+    tree: Tree = probe.tree
+    zp, zc = tree.prefix_z[layer], tree.cont_z[layer]
+    if method == "zero":
+        return torch.zeros_like(zp[:1]), torch.zeros_like(zc[:1])
+    if method == "mean":
+        p, c = zp.shape[1], zc.shape[2]
+        mean = mean_z[layer].to(zp.dtype)
+        return mean[:p].unsqueeze(0), mean[p : p + c].view(1, 1, c, *mean.shape[1:])
+    return probe.source.prefix_z[layer], probe.source.cont_z[layer]
+
+
+def _ablated_logprobs(model, probe: _Probe, layer: int, masks: Tensor, method: str,
+                      mean_z: list[Tensor] | None) -> tuple[Tensor, Tensor, Tensor]:
+    """(logp [V, n, K, out], hit, first logits [V, n, vocab]) with heads masks[v] of `layer`
+    ablated in variant v (masks [V, H])."""
+    tree = probe.tree
+    n, k = probe.outputs.shape[:2]
+    zp, zc = tree.prefix_z[layer], tree.cont_z[layer]
+    rep_p, rep_c = _replacement(method, probe, layer, mean_z)
+    per_batch = max(1, ROWS_PER_BATCH // (n * k))
+    logps, hits, firsts = [], [], []
+    for start in range(0, len(masks), per_batch):
+        mask = masks[start : start + per_batch]
+        v = len(mask)
+        m_p = mask.view(v, 1, 1, -1, 1)
+        m_c = mask.view(v, 1, 1, 1, -1, 1)
+        new_p = torch.where(m_p, rep_p.unsqueeze(0), zp.unsqueeze(0)).reshape(v * n, *zp.shape[1:])
+        new_c = torch.where(m_c, rep_c.unsqueeze(0), zc.unsqueeze(0)).reshape(v * n, *zc.shape[1:])
+        rows = torch.arange(n, device=zp.device).repeat(v)
+        first, cont = resume_tree(model, tree, layer, new_p, new_c, rows)
+        logp, hit = probe.logprobs(first, cont, rows)
+        logps.append(logp.view(v, n, *logp.shape[1:]))
+        hits.append(hit.view(v, n, *hit.shape[1:]))
+        firsts.append(first.view(v, n, -1))
+    return torch.cat(logps), torch.cat(hits), torch.cat(firsts)
+
+
+def fast_supported(model: nn.Module) -> bool:
+    return supported(model) and not has_active_hooks(model)
+
+
+@torch.no_grad()
+def effects(
+    model: nn.Module,
+    task: Task,
+    idx: Int[Tensor, " n"],
+    alt: Int[Tensor, " n"] | None,
+    comps: list[tuple[str, int, tuple[int, ...]]],
+    method: str,
+    mean_z: list[Tensor] | None = None,
+    table: Tensor | None = None,
+) -> dict[str, dict[str, Tensor]]:
+    """Per-example metrics (as `evaluate_examples`) with each component of `comps` ablated by
+    `method`, plus the unablated ones under the key "clean"."""
+    check_methods(method)
+    _check_inputs(method, task, mean_z, table)
+    check_alt_selector(task, idx, alt)
+    if not fast_supported(model):
+        out = {"clean": evaluate_examples(model, task, idx, alt)}
+        for name, layer, heads in comps:
+            ablated = Ablated(model, {layer: heads}, method, task=task, mean_z=mean_z, table=table)
+            out[name] = evaluate_examples(ablated, task, idx, alt)
+        return out
+    device = next(model.parameters()).device
+    lay = task.layout
+    dec = lay.decision_pos
+    tokens = task.tokens[idx].to(device)
+    resampled = method == "resample"
+    if task.has_candidates:
+        outputs = task.candidates(idx).to(device)
+    else:
+        outputs = tokens[:, dec + 1 : lay.loss_pos[-1] + 2].unsqueeze(1)
+    source = resample_tokens(task, tokens[:, : dec + 1], table) if resampled else None
+    probes = {"main": _Probe(model, tokens[:, : dec + 1], outputs, source)}
+    if task.has_selector and alt is not None:
+        shuffled = task.with_selector(idx, alt).to(device)
+        own = shuffled[:, dec + 1 : lay.loss_pos[-1] + 2].unsqueeze(1)
+        source = resample_tokens(task, shuffled[:, : dec + 1], table) if resampled else None
+        probes["shuffled"] = _Probe(model, shuffled[:, : dec + 1], own, source)
+
+    def metrics(main: tuple[Tensor, Tensor, Tensor], shuffled: tuple[Tensor, Tensor] | None) -> dict[str, Tensor]:
+        logp, hit, first = (t.cpu() for t in main)
+        if task.has_candidates:
+            return assemble(task, idx, cand=(logp, hit, first), shuffled=shuffled)
+        return assemble(task, idx, own=(logp[:, 0], hit[:, 0], first), shuffled=shuffled)
+
+    def clean(probe: _Probe) -> tuple[Tensor, Tensor, Tensor]:
+        rows = torch.arange(len(idx), device=device)
+        logp, hit = probe.logprobs(probe.tree.first_logits, probe.tree.cont_logits, rows)
+        return logp, hit, probe.tree.first_logits
+
+    shuffled_of = lambda lp, fl: None if lp is None else (lp[:, 0].cpu(), fl.cpu())  # noqa: E731
+    main_clean = clean(probes["main"])
+    shuf_clean = clean(probes["shuffled"]) if "shuffled" in probes else None
+    out = {"clean": metrics(main_clean, shuf_clean and shuffled_of(shuf_clean[0], shuf_clean[2]))}
+    n_heads = model.cfg.n_heads
+    for layer in sorted({c[1] for c in comps}):
+        here = [c for c in comps if c[1] == layer]
+        masks = torch.zeros(len(here), n_heads, dtype=torch.bool, device=device)
+        for i, (_, _, heads) in enumerate(here):
+            masks[i, list(heads)] = True
+        main = _ablated_logprobs(model, probes["main"], layer, masks, method, mean_z)
+        shuf = (_ablated_logprobs(model, probes["shuffled"], layer, masks, method, mean_z)
+                if "shuffled" in probes else None)
+        for i, (name, _, _) in enumerate(here):
+            out[name] = metrics(tuple(t[i] for t in main), shuf and shuffled_of(shuf[0][i], shuf[2][i]))
+    return out
+
+
+# ---------------------------------------------------------------------------- run level
 @torch.no_grad()
 def at_step(
     run: Run,
     step: int,
-    method: str = "zero",
-    n_examples: int = DEFAULT_EXAMPLES,
+    *,
+    model: nn.Module | None = None,
+    methods: str | Iterable[str] = DEFAULTS["methods"],
+    n_examples: int = DEFAULTS["n_examples"],
+    heads: Iterable[str] | None = None,
     device: str = "cpu",
-    label: str = "",
 ) -> pd.DataFrame:
-    if method not in METHODS:
-        raise InterpError(f"unknown ablation method {method!r}; allowed: {', '.join(METHODS)}")
+    """Ablate every head and every whole layer (or only `heads`, e.g. ["L0H3"]) at `step`.
+
+    Arguments: `methods` ("zero", "mean", "resample" or several), `n_examples` (probe size,
+    seeded), `model` (the checkpoint already loaded, else `run.model(step)`).
+    Returns one row per (method, component): step, method, component ("L0H3" or "L0" for a
+    whole layer), layer, head (NA for a layer), then for each metric M of
+    `interp.names.METRICS` the ablated value M, the unablated `clean_M` and `delta_M` =
+    M - clean_M (losses and gaps in nats, accuracies as fractions), and n_examples.
+    """
+    methods = check_methods(methods)
     task = run.task
-    model = run.model(step, device=device)
-    idx, alt = probe(task, n_examples, run.spec.seed)
-    extra = {}
-    if method == "mean":
-        extra["mean_z"] = reference_mean_z(model, task, run.spec.seed)
-    if method == "resample":
-        extra["table"] = resample_table(task, run.spec.seed)
-    with torch.no_grad():
-        clean = summarize(evaluate_examples(model, task, idx, alt))
-        rows = []
-        for name, layer, heads in components(model.cfg.n_layers, model.cfg.n_heads):
-            ablated = Ablated(model, {layer: heads}, method, task=task, **extra)
-            values = summarize(evaluate_examples(ablated, task, idx, alt))
-            row = {"step": step, "label": label, "method": method, "component": name, "layer": layer,
-                   "head": heads[0] if len(heads) == 1 else pd.NA}
+    if model is None:
+        model = run.model(step, device=device)
+    device = str(next(model.parameters()).device)
+    idx, alt = task.sample(n_examples, run.spec.seed, "probe")
+    comps = components(model.cfg.n_layers, model.cfg.n_heads)
+    if heads is not None:
+        wanted = set(heads)
+        unknown = wanted - {c[0] for c in comps}
+        if unknown:
+            raise InterpError(f"unknown component(s) {', '.join(sorted(unknown))}; this model has "
+                              f"{', '.join(c[0] for c in comps)}")
+        comps = [c for c in comps if c[0] in wanted]
+    rows = []
+    for method in methods:
+        extra = {}
+        if method == "mean":
+            extra["mean_z"] = reference_mean_z(model, task, run.spec.seed)
+        if method == "resample":
+            extra["table"] = resample_table(task, run.spec.seed).to(device)
+        per = effects(model, task, idx, alt, comps, method, **extra)
+        clean = summarize(per["clean"])
+        for name, layer, hs in comps:
+            values = summarize(per[name])
+            row = {"step": step, "method": method, "component": name, "layer": layer,
+                   "head": hs[0] if len(hs) == 1 else pd.NA}
             for m in METRICS:
                 row[m] = values[m]
                 row[f"clean_{m}"] = clean[m]
@@ -174,16 +341,19 @@ def at_step(
     return df
 
 
-def at(
+def across(
     run: Run,
     steps: int | str | Iterable | None = "pre,mid,post",
-    method: str = "zero",
-    n_examples: int = DEFAULT_EXAMPLES,
-    device: str = "cpu",
     progress: bool = False,
+    **params,
 ) -> pd.DataFrame:
-    """Ablate every head and every layer at each requested step (tidy: one row per component)."""
-    if method not in METHODS:
-        raise InterpError(f"unknown ablation method {method!r}; allowed: {', '.join(METHODS)}")
-    return over_steps(run, steps, lambda s, label: at_step(run, s, method, n_examples, device, label),
-                      f"ablation ({method})", progress)
+    """`at_step` at each requested step (default pre, mid, post = tau/4, tau, 2 tau, snapped to
+    saved checkpoints; one beyond the run is left out), with a `label` column naming them."""
+    return over_steps(run, steps, lambda s, label: at_step(run, s, **params).assign(label=label),
+                      "ablation", progress)
+
+
+def at(run: Run, steps="pre,mid,post", method: str | Iterable[str] = "zero", n_examples: int = DEFAULT_EXAMPLES,
+       device: str = "cpu", progress: bool = False) -> pd.DataFrame:
+    """`across` under its former name (one method)."""
+    return across(run, steps, progress=progress, methods=method, n_examples=n_examples, device=device)

@@ -38,12 +38,11 @@ def mean_patterns(
     names = [get_act_name("pattern", l) for l in range(n_layers)]
     device = next(model.parameters()).device
     total = None
-    with torch.no_grad():
-        for start in range(0, len(tokens), chunk_size):
-            _, cache = model.run_with_cache(tokens[start : start + chunk_size].to(device),
-                                            names_filter=lambda n: n in names)
-            summed = torch.stack([cache[name].sum(0) for name in names]).double().cpu()
-            total = summed if total is None else total + summed
+    for start in range(0, len(tokens), chunk_size):
+        _, cache = model.run_with_cache(tokens[start : start + chunk_size].to(device),
+                                        names_filter=lambda n: n in names)
+        summed = torch.stack([cache[name].sum(0) for name in names]).double().cpu()
+        total = summed if total is None else total + summed
     return (total / len(tokens)).float()
 
 
@@ -68,20 +67,36 @@ def _pattern_frame(step: int, patterns: Tensor) -> pd.DataFrame:
     return df
 
 
-def at_step(run: Run, step: int, n_groups: int | None = DEFAULT_GROUPS, device: str = "cpu") -> pd.DataFrame:
+DEFAULTS = {"n_groups": DEFAULT_GROUPS}
+
+
+def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: int | None = DEFAULT_GROUPS,
+            device: str = "cpu") -> pd.DataFrame:
+    """Every head's mean attention pattern at `step` over a seeded probe of `n_groups` groups.
+
+    Returns one row per (layer, head, query, key): step, layer, head, head_name, query and key
+    (positions), weight (mean attention probability, 0..1; each query row sums to 1).
+    """
     tokens = probe_tokens(run.task, n_groups, run.spec.seed)
-    return _pattern_frame(step, mean_patterns(run.model(step, device=device), tokens))
+    if model is None:
+        model = run.model(step, device=device)
+    return _pattern_frame(step, mean_patterns(model, tokens))
 
 
-def evolution(
+def across(
     run: Run,
     steps: int | str | Iterable | None = None,
-    n_groups: int | None = DEFAULT_GROUPS,
-    device: str = "cpu",
     progress: bool = False,
+    **params,
 ) -> pd.DataFrame:
-    """Tidy: one row per (step, layer, head, query, key) with the mean attention `weight`."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, n_groups, device), "attention", progress)
+    """`at_step` at every requested step (default: every saved step), concatenated."""
+    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "attention", progress)
+
+
+def evolution(run: Run, steps: int | str | Iterable | None = None, n_groups: int | None = DEFAULT_GROUPS,
+              device: str = "cpu", progress: bool = False) -> pd.DataFrame:
+    """`across` under its former name."""
+    return across(run, steps, progress=progress, n_groups=n_groups, device=device)
 
 
 def segments(patterns: pd.DataFrame, task: Task) -> pd.DataFrame:

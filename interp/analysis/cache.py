@@ -1,9 +1,10 @@
-"""Per-run cache of analysis results, keyed by analysis, parameters and step.
+"""Per-run cache of analysis results, keyed by analysis, version, parameters and step.
 
-Analysis functions never write files; callers that want caching (the `interp analyze`
-suite, the report) go through `ResultCache.per_step`. Each (analysis, parameters, step)
-result is one JSON file under `RUN/cache/`, written atomically, and carries the SHA-256 of
-the checkpoint it was computed from, so a retrained or replaced checkpoint is recomputed.
+Analysis functions never write files; callers that want caching (the suite, the report, the
+timeline) go through a `ResultCache`. Each (analysis key, step) result is one JSON file under
+`RUN/cache/ANALYSIS/KEY/`, written atomically, holding every table the analysis returned and
+the SHA-256 of the checkpoint it was computed from, so a retrained or replaced checkpoint is
+recomputed and a damaged cache file is recomputed rather than trusted.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import pandas as pd
 from interp.io import atomic_write_bytes
 from interp.runs import CACHE_DIR, Run
 
-CACHE_VERSION = 1  # bump when an analysis changes what it computes
+CACHE_FORMAT = 2
 
 
-def _key(analysis: str, params: dict) -> str:
-    blob = json.dumps({"analysis": analysis, "params": params, "version": CACHE_VERSION}, sort_keys=True)
+def _digest(key: dict) -> str:
+    blob = json.dumps({**key, "format": CACHE_FORMAT}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -30,56 +31,68 @@ class ResultCache:
     def __init__(self, run: Run, enabled: bool = True):
         self.run, self.enabled = run, enabled
         self.hits = self.misses = 0
+        self._hashes: dict[int, str] | None = None
 
-    def _path(self, analysis: str, params: dict, step: int):
-        return self.run.path / CACHE_DIR / analysis / _key(analysis, params) / f"step_{step:07d}.json"
+    def _path(self, key: dict, step: int):
+        return self.run.path / CACHE_DIR / key["analysis"] / _digest(key) / f"step_{step:07d}.json"
 
-    def _checkpoint_sha(self, step: int) -> str:
-        return self.run.checkpoint_hashes()[step]
+    def _checkpoint_sha(self, step: int) -> str | None:
+        if self._hashes is None:
+            self._hashes = self.run.checkpoint_hashes()
+        return self._hashes.get(step)
 
-    def load(self, analysis: str, params: dict, step: int) -> pd.DataFrame | None:
-        path = self._path(analysis, params, step)
+    def load(self, key: dict, step: int) -> dict[str, pd.DataFrame] | None:
+        path = self._path(key, step)
         if not self.enabled or not path.exists():
             return None
         try:
             blob = json.loads(path.read_text())
-        except (json.JSONDecodeError, OSError):
+            if blob.get("checkpoint_sha256") != self._checkpoint_sha(step):
+                return None
+            return {name: pd.read_json(io.StringIO(text), orient="table") for name, text in blob["tables"].items()}
+        except (ValueError, KeyError, OSError, TypeError, AttributeError):
             return None  # a damaged cache entry is recomputed, never trusted
-        if blob.get("checkpoint_sha256") != self._checkpoint_sha(step):
-            return None
-        return pd.read_json(io.StringIO(blob["table"]), orient="table")
 
-    def store(self, analysis: str, params: dict, step: int, df: pd.DataFrame) -> None:
+    def store(self, key: dict, step: int, tables: dict[str, pd.DataFrame]) -> None:
         if not self.enabled:
             return
         blob = {
-            "analysis": analysis,
-            "params": params,
+            **key,
             "step": step,
             "checkpoint_sha256": self._checkpoint_sha(step),
-            "table": df.to_json(orient="table", index=False, double_precision=15),
+            "tables": {name: df.to_json(orient="table", index=False, double_precision=15)
+                       for name, df in tables.items()},
         }
-        atomic_write_bytes(self._path(analysis, params, step), json.dumps(blob).encode())
+        atomic_write_bytes(self._path(key, step), json.dumps(blob).encode())
 
     def per_step(
         self,
-        analysis: str,
-        params: dict,
+        key: dict,
         steps: list[int],
-        compute: Callable[[int], pd.DataFrame],
-        on_step: Callable[[], None] | None = None,
-    ) -> pd.DataFrame:
-        """Concatenated results for `steps`, computing (and storing) only the missing ones."""
-        frames = []
+        compute: Callable[[int], dict[str, pd.DataFrame]],
+    ) -> dict[str, pd.DataFrame]:
+        """Each table concatenated over `steps`, computing (and storing) only the missing steps."""
+        parts: dict[str, list[pd.DataFrame]] = {}
         for step in steps:
-            df = self.load(analysis, params, step)
-            if df is None:
+            tables = self.load(key, step)
+            if tables is None:
                 self.misses += 1
-                df = compute(step)
-                self.store(analysis, params, step, df)
+                tables = compute(step)
+                self.store(key, step, tables)
             else:
                 self.hits += 1
-            frames.append(df)
-            if on_step is not None:
-                on_step()
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+            for name, df in tables.items():
+                parts.setdefault(name, []).append(df)
+        return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
+
+    def cached(self, key: dict) -> dict[str, pd.DataFrame]:
+        """Every step already cached under `key` (nothing is computed): for sections such as
+        the report's geometry, which show results only when they have been asked for."""
+        folder = self.run.path / CACHE_DIR / key["analysis"] / _digest(key)
+        steps = sorted(int(p.stem.split("_")[1]) for p in folder.glob("step_*.json")) if folder.is_dir() else []
+        parts: dict[str, list[pd.DataFrame]] = {}
+        for step in steps:
+            tables = self.load(key, step)
+            for name, df in (tables or {}).items():
+                parts.setdefault(name, []).append(df)
+        return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}

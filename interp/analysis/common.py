@@ -10,17 +10,14 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.errors import InterpError
+from interp.names import head_name  # noqa: F401  (re-exported)
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import Task
 from interp.transition import tau
 
-# Relative steps of the ablation analysis (SPEC section 5): multiples of tau.
+# Steps relative to tau (docs/definitions.md, "Ablation"): pre = tau/4, mid = tau, post = 2 tau.
 RELATIVE_STEPS = {"pre": 0.25, "mid": 1.0, "post": 2.0}
-
-
-def head_name(layer: int, head: int) -> str:
-    return f"L{layer}H{head}"
 
 
 def segment_names(task: Task) -> list[str]:
@@ -47,16 +44,24 @@ def snap_to_saved(run: Run, target: float) -> int:
     return min(near, key=lambda s: (abs(s - target), s))
 
 
-def select_steps(run: Run, steps: int | str | Iterable | None = None) -> list[tuple[int, str]]:
+def select_steps(run: Run, steps: int | str | Iterable | None = None,
+                 notes: list[str] | None = None) -> list[tuple[int, str]]:
     """Resolve a step request to (saved step, label) pairs.
 
-    None or "all": every saved step. Integers must be saved steps (a clear error names the
+    None or "all": every saved step; "from:X" every saved step from X on (X a step or
+    pre/mid/post). Integers must be saved steps (a clear error names the
     nearest otherwise). "pre", "mid", "post" are tau/4, tau and 2 tau snapped to the nearest
-    saved step; they may be mixed with integers in a list or a comma-separated string.
+    saved step; they may be mixed with integers in a list or a comma-separated string. A
+    relative step that lies beyond the run's last checkpoint is left out (never snapped back
+    onto the last step) and, given `notes`, a sentence saying so is appended to it; each
+    saved step appears at most once.
     """
     available = saved_steps(run)
     if steps is None or steps == "all":
         return [(s, "") for s in available]
+    if isinstance(steps, str) and steps.startswith("from:"):  # every saved step from one on
+        ((first, _),) = select_steps(run, [steps[len("from:"):]])
+        return [(s, "") for s in available if s >= first]
     if isinstance(steps, str):
         items: Sequence = [part.strip() for part in steps.split(",") if part.strip()]
     elif isinstance(steps, int):
@@ -74,7 +79,12 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None) -> list[tu
                     f"step {item!r} is relative to tau, but {run.path} never reaches "
                     f"0.5 log K; give explicit steps instead"
                 )
-            out.append((snap_to_saved(run, RELATIVE_STEPS[item] * t), item))
+            target = RELATIVE_STEPS[item] * t
+            if target > available[-1]:
+                if notes is not None:
+                    notes.append(beyond_note(item, target, available[-1]))
+                continue
+            out.append((snap_to_saved(run, target), item))
         elif item == "last" or item == "first":
             out.append((run.resolve_step(item), item))
         else:
@@ -86,7 +96,17 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None) -> list[tu
                     f"{', '.join(RELATIVE_STEPS)}"
                 ) from None
             out.append((run.resolve_step(step), ""))
-    return out
+    seen: dict[int, str] = {}
+    for step, label in out:  # one entry per saved step; labels of duplicates are joined
+        seen[step] = label if step not in seen else "/".join(x for x in (seen[step], label) if x)
+    if not seen:
+        raise InterpError("every requested step lies beyond the run: " + "; ".join(notes or []))
+    return list(seen.items())
+
+
+def beyond_note(label: str, target: float, last: int) -> str:
+    multiple = {"pre": "τ/4", "mid": "τ", "post": "2τ"}.get(label, label)
+    return f"{label} ({multiple} = {target:.0f}) lies beyond the run (last step {last})"
 
 
 def probe_groups(task: Task, n_groups: int | None, seed: int) -> torch.Tensor:

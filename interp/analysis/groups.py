@@ -1,7 +1,7 @@
 """Per-group accuracy across checkpoints: is the snap collective or group by group?
 
-- `accuracy`: per-group candidate accuracy (SPEC: candidate accuracy averaged within each
-  group, over its K examples) at every requested step;
+- `at_step` / `across`: per-group candidate accuracy (candidate accuracy averaged over the
+  group's K examples; docs/definitions.md) at one or every requested step;
 - `snap_steps`: the first step each group reaches `threshold` (0.8) accuracy;
 - `share_above`: the share of groups at or above the threshold at fractions of tau (each
   fraction snapped to the nearest analysed step). The paper: 0 of 200 at tau/2;
@@ -31,8 +31,7 @@ FRACTIONS = (0.25, 0.5, 0.75, 0.97, 1.0, 1.5, 2.0)
 def group_accuracy(model: nn.Module, task: Task, groups: torch.Tensor) -> pd.DataFrame:
     """Candidate accuracy and loss of each group, over all its K examples."""
     idx = group_examples(task, groups)
-    with torch.no_grad():
-        per = evaluate_examples(model, task, idx)
+    per = evaluate_examples(model, task, idx)
     k = task.k
     return pd.DataFrame({
         "group_id": groups.numpy(),
@@ -41,23 +40,40 @@ def group_accuracy(model: nn.Module, task: Task, groups: torch.Tensor) -> pd.Dat
     })
 
 
-def at_step(run: Run, step: int, n_groups: int | None = DEFAULT_GROUPS, device: str = "cpu") -> pd.DataFrame:
+DEFAULTS = {"n_groups": DEFAULT_GROUPS}
+
+
+def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: int | None = DEFAULT_GROUPS,
+            device: str = "cpu") -> pd.DataFrame:
+    """Per-group candidate accuracy at `step` for a seeded probe of `n_groups` groups.
+
+    Returns one row per group: step, group_id, acc_cand (the share of the group's K examples
+    whose correct candidate scores highest, 0..1), loss_cand (the group's mean candidate loss,
+    nats).
+    """
     task = run.task
     groups = probe_groups(task, n_groups, run.spec.seed)
-    df = group_accuracy(run.model(step, device=device), task, groups)
+    if model is None:
+        model = run.model(step, device=device)
+    df = group_accuracy(model, task, groups)
     df.insert(0, "step", step)
     return df
 
 
-def accuracy(
+def across(
     run: Run,
     steps: int | str | Iterable | None = None,
-    n_groups: int | None = DEFAULT_GROUPS,
-    device: str = "cpu",
     progress: bool = False,
+    **params,
 ) -> pd.DataFrame:
-    """Tidy: one row per (step, group_id) with acc_cand and loss_cand."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, n_groups, device), "groups", progress)
+    """`at_step` at every requested step (default: every saved step), concatenated."""
+    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "groups", progress)
+
+
+def accuracy(run: Run, steps: int | str | Iterable | None = None, n_groups: int | None = DEFAULT_GROUPS,
+             device: str = "cpu", progress: bool = False) -> pd.DataFrame:
+    """`across` under its former name."""
+    return across(run, steps, progress=progress, n_groups=n_groups, device=device)
 
 
 def snap_steps(acc: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:
@@ -74,17 +90,28 @@ def share_above(
     fractions: Sequence[float] = FRACTIONS,
     threshold: float = THRESHOLD,
 ) -> pd.DataFrame:
-    """Share of groups with accuracy >= threshold at each fraction of tau (nearest analysed step)."""
+    """Share of groups with accuracy >= threshold at each fraction of tau (nearest analysed step).
+
+    A fraction whose step lies beyond the last analysed step has `beyond` True and no step
+    (it is never snapped back onto the last checkpoint, which would show one checkpoint as two).
+    """
     steps = np.array(sorted(acc["step"].unique()))
     rows = []
     for f in fractions:
         target = f * tau
+        if target > steps[-1]:
+            rows.append({"fraction": f, "target_step": target, "step": pd.NA, "n_above": pd.NA,
+                         "n_groups": pd.NA, "share": float("nan"), "beyond": True})
+            continue
         step = int(steps[np.argmin(np.abs(steps - target) + 1e-9 * steps)])
         at = acc[acc["step"] == step]
         rows.append({"fraction": f, "target_step": target, "step": step,
                      "n_above": int((at["acc_cand"] >= threshold).sum()), "n_groups": len(at),
-                     "share": float((at["acc_cand"] >= threshold).mean())})
-    return pd.DataFrame(rows)
+                     "share": float((at["acc_cand"] >= threshold).mean()), "beyond": False})
+    df = pd.DataFrame(rows)
+    for column in ("step", "n_above", "n_groups"):
+        df[column] = df[column].astype("Int64")
+    return df
 
 
 def spread(snaps: pd.DataFrame, tau: int | float) -> dict:

@@ -15,15 +15,16 @@ Patches after the decision position cannot change it and are filled with the cor
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis.common import head_name, segment_names, select_steps
+from interp.analysis.common import head_name, segment_names, select_steps, steps_progress
 from interp.incremental import base_cache, resume_from_resid, resume_from_z, resume_from_z_at
 from interp.runs import Run
-from interp.seeding import torch_generator
 from interp.task import Task
 
 DEFAULT_PAIRS = 64
@@ -33,10 +34,7 @@ CHUNK_PAIRS = 256  # pairs per batch: bounds memory whatever n_pairs is
 
 def make_pairs(task: Task, n_pairs: int, seed: int) -> dict[str, Tensor]:
     """Seeded clean examples and, for each, a corrupting selector of its group (never its own)."""
-    gen = torch_generator(seed, "probe")
-    n_pairs = min(n_pairs, task.size)
-    idx = torch.randperm(task.size, generator=gen)[:n_pairs].sort().values
-    corrupt_sel = task.other_selectors(idx, gen)
+    idx, corrupt_sel = task.sample(n_pairs, seed, "probe")
     g = task.group_id[idx]
     return {
         "idx": idx,
@@ -138,27 +136,15 @@ def _normalised(patched: Tensor, clean: float, corrupt: float, guard: float) -> 
     return (patched - corrupt) / span
 
 
-def heads(
-    run: Run,
-    step: int | str = "last",
-    n_pairs: int = DEFAULT_PAIRS,
-    guard: float = DEFAULT_GUARD,
-    device: str = "cpu",
-) -> pd.DataFrame:
-    """Head patching at one step: rows per (layer, head) with position NA (all positions)
-    and per (layer, head, position)."""
-    ((step, _),) = select_steps(run, [step])
-    task = run.task
-    pairs = make_pairs(task, n_pairs, run.spec.seed)
-    model = run.model(step, device=device)
-    pos = task.layout.decision_pos
-    res = _chunked(lambda *a: patch_heads(model, *a), pairs, pos, device)
+DEFAULTS = {"n_pairs": DEFAULT_PAIRS}
+
+
+def _heads_frame(step: int, res: dict[str, Tensor], guard: float, names: list[str], n_pairs: int) -> pd.DataFrame:
     clean, corrupt = float(res["clean"]), float(res["corrupt"])
-    names = segment_names(task)
-    rows = []
     all_pos, by_pos = res["all_pos"], res["by_pos"]
     norm_all = _normalised(all_pos, clean, corrupt, guard)
     norm_by = _normalised(by_pos, clean, corrupt, guard)
+    rows = []
     for layer in range(all_pos.shape[0]):
         for head in range(all_pos.shape[1]):
             base = {"step": step, "layer": layer, "head": head, "head_name": head_name(layer, head)}
@@ -170,33 +156,86 @@ def heads(
                              "normalized": float(norm_by[layer, p, head])})
     df = pd.DataFrame(rows)
     df["position"] = df["position"].astype("Int64")
-    df["clean_ld"], df["corrupt_ld"], df["n_pairs"] = clean, corrupt, len(pairs["idx"])
+    df["clean_ld"], df["corrupt_ld"], df["n_pairs"] = clean, corrupt, n_pairs
     return df
 
 
-def residual(
-    run: Run,
-    step: int | str = "last",
-    n_pairs: int = DEFAULT_PAIRS,
-    guard: float = DEFAULT_GUARD,
-    device: str = "cpu",
-) -> pd.DataFrame:
-    """Residual-stream patching at one step: one row per (layer, position) of resid_pre."""
-    ((step, _),) = select_steps(run, [step])
-    task = run.task
-    pairs = make_pairs(task, n_pairs, run.spec.seed)
-    model = run.model(step, device=device)
-    pos = task.layout.decision_pos
-    res = _chunked(lambda *a: patch_residual(model, *a), pairs, pos, device)
+def _residual_frame(step: int, res: dict[str, Tensor], guard: float, names: list[str], n_pairs: int) -> pd.DataFrame:
     clean, corrupt = float(res["clean"]), float(res["corrupt"])
     table = res["table"]
     norm = _normalised(table, clean, corrupt, guard)
-    names = segment_names(task)
     rows = [
         {"step": step, "layer": layer, "position": p, "segment": names[p],
          "patched_ld": float(table[layer, p]), "normalized": float(norm[layer, p])}
         for layer in range(table.shape[0]) for p in range(table.shape[1])
     ]
     df = pd.DataFrame(rows)
-    df["clean_ld"], df["corrupt_ld"], df["n_pairs"] = clean, corrupt, len(pairs["idx"])
+    df["clean_ld"], df["corrupt_ld"], df["n_pairs"] = clean, corrupt, n_pairs
     return df
+
+
+@torch.no_grad()
+def at_step(
+    run: Run,
+    step: int,
+    *,
+    model: nn.Module | None = None,
+    n_pairs: int = DEFAULT_PAIRS,
+    guard: float = DEFAULT_GUARD,
+    kinds: tuple[str, ...] = ("heads", "residual"),
+    device: str = "cpu",
+) -> dict[str, pd.DataFrame]:
+    """Activation patching at `step` on `n_pairs` seeded clean/corrupted pairs of one group.
+
+    Returns {"patching_heads": ..., "patching_residual": ...} (the `kinds` asked for):
+    - patching_heads: one row per (layer, head) with position NA (the head's clean hook_z
+      patched at every position) and one per (layer, head, position); columns step, layer,
+      head, head_name, position, segment, patched_ld (mean logit difference a1(A1) - a1(A2)
+      at the decision position with the patch, nats), normalized ((patched - corrupt) /
+      (clean - corrupt), NaN where |clean - corrupt| < `guard` nats), clean_ld, corrupt_ld, n_pairs;
+    - patching_residual: one row per (layer, position) of resid_pre, the same value columns.
+    """
+    task = run.task
+    pairs = make_pairs(task, n_pairs, run.spec.seed)
+    if model is None:
+        model = run.model(step, device=device)
+    device = str(next(model.parameters()).device)
+    pos = task.layout.decision_pos
+    names = segment_names(task)
+    n = len(pairs["idx"])
+    out = {}
+    if "heads" in kinds:
+        res = _chunked(lambda *a: patch_heads(model, *a), pairs, pos, device)
+        out["patching_heads"] = _heads_frame(step, res, guard, names, n)
+    if "residual" in kinds:
+        res = _chunked(lambda *a: patch_residual(model, *a), pairs, pos, device)
+        out["patching_residual"] = _residual_frame(step, res, guard, names, n)
+    return out
+
+
+def across(
+    run: Run,
+    steps: int | str | Iterable | None = "mid",
+    progress: bool = False,
+    **params,
+) -> dict[str, pd.DataFrame]:
+    """`at_step` at each requested step (default mid = tau), each table concatenated."""
+    parts: dict[str, list[pd.DataFrame]] = {}
+    for step, _ in steps_progress(select_steps(run, steps), "patching", progress):
+        for name, df in at_step(run, step, **params).items():
+            parts.setdefault(name, []).append(df)
+    return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
+
+
+def heads(run: Run, step: int | str = "last", n_pairs: int = DEFAULT_PAIRS, guard: float = DEFAULT_GUARD,
+          device: str = "cpu") -> pd.DataFrame:
+    """Head patching at one step (the "patching_heads" table of `at_step`)."""
+    ((step, _),) = select_steps(run, [step])
+    return at_step(run, step, n_pairs=n_pairs, guard=guard, kinds=("heads",), device=device)["patching_heads"]
+
+
+def residual(run: Run, step: int | str = "last", n_pairs: int = DEFAULT_PAIRS, guard: float = DEFAULT_GUARD,
+             device: str = "cpu") -> pd.DataFrame:
+    """Residual-stream patching at one step (the "patching_residual" table of `at_step`)."""
+    ((step, _),) = select_steps(run, [step])
+    return at_step(run, step, n_pairs=n_pairs, guard=guard, kinds=("residual",), device=device)["patching_residual"]

@@ -70,8 +70,7 @@ def head_sensitivity(
         chunk = groups[start : start + chunk_groups]
         idx = group_examples(task, chunk)
         tokens = task.tokens[idx, : dec + 1].to(device)
-        with torch.no_grad():
-            model.run_with_hooks(tokens, fwd_hooks=hooks)
+        model.run_with_hooks(tokens, fwd_hooks=hooks)
         g = len(chunk)
         for layer in range(n_layers):
             pattern = store[get_act_name("pattern", layer)]
@@ -94,10 +93,25 @@ def head_sensitivity(
     }
 
 
-def at_step(run: Run, step: int, n_groups: int | None = DEFAULT_GROUPS, device: str = "cpu") -> pd.DataFrame:
+DEFAULTS = {"n_groups": DEFAULT_GROUPS}
+
+
+def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: int | None = DEFAULT_GROUPS,
+            device: str = "cpu") -> pd.DataFrame:
+    """Head z-sensitivity at the decision position at `step`, over a seeded probe of `n_groups`
+    whole groups (all groups when None).
+
+    Returns one row per (layer, head): step, layer, head, head_name, attn_to_z (attention mass
+    from the decision position to the z positions, 0..1), z_share (share of the head output's
+    variance explained by z, 0..1), z_var (within-group variance, squared norm in residual
+    units), out_norm (mean norm of the head output), n_groups.
+    """
     task = run.task
     groups = probe_groups(task, n_groups, run.spec.seed)
-    tables = head_sensitivity(run.model(step, device=device), task, groups, device=device)
+    if model is None:
+        model = run.model(step, device=device)
+    device = str(next(model.parameters()).device)
+    tables = head_sensitivity(model, task, groups, device=device)
     n_layers, n_heads = tables["z_share"].shape
     layer = torch.arange(n_layers).repeat_interleave(n_heads)
     head = torch.arange(n_heads).repeat(n_layers)
@@ -112,15 +126,15 @@ def at_step(run: Run, step: int, n_groups: int | None = DEFAULT_GROUPS, device: 
 def across(
     run: Run,
     steps: int | str | Iterable | None = None,
-    n_groups: int | None = DEFAULT_GROUPS,
-    device: str = "cpu",
     progress: bool = False,
+    **params,
 ) -> pd.DataFrame:
-    """Tidy table: one row per (step, layer, head) with COLUMNS, for every requested step."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, n_groups, device), "sensitivity", progress)
+    """`at_step` at every requested step (default: every saved step), concatenated."""
+    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "sensitivity", progress)
 
 
 def routing_head(sens: pd.DataFrame, column: str = "z_share") -> str:
     """The head with the largest `column` at the last step in `sens`."""
-    last = sens[sens["step"] == sens["step"].max()]
-    return str(last.loc[last[column].idxmax(), "head_name"])
+    from interp.analysis.findings import routing_head as pick
+
+    return pick(sens, column)

@@ -7,7 +7,9 @@ optimizer steps on a real (unevenly sampled) step axis, losses are in nats, head
 `L{layer}H{head}` with L0H0 first, log K is a dashed horizontal line on loss plots and tau
 a dotted vertical line wherever time is on the x axis.
 
-    interp.plots.run       figures of one run (losses, heatmaps, patching, groups, timeline)
+    interp.plots.run       figures of one run (losses, heatmaps, patching, groups, usage, timeline)
+    interp.plots.sweep     figures of a sweep (scaling law, fixed D, noise, asymmetry, overlays)
+    interp.plots.geometry  loss-landscape geometry (Hessian extremes, escape direction, LLC)
 """
 
 from interp.plots.run import (
@@ -20,7 +22,16 @@ from interp.plots.run import (
     patching_heatmaps,
     sensitivity_heatmap,
     shuffle_gap,
+    table_over_steps,
     timeline_figure,
+    usage_curves,
+)
+from interp.plots.sweep import (
+    asymmetry_bars,
+    candidate_loss_overlay,
+    tau_vs_d,
+    tau_vs_k_fixed_d,
+    tau_vs_noise,
 )
 
 __all__ = [
@@ -33,5 +44,12 @@ __all__ = [
     "patching_heatmaps",
     "sensitivity_heatmap",
     "shuffle_gap",
+    "table_over_steps",
     "timeline_figure",
+    "usage_curves",
+    "asymmetry_bars",
+    "candidate_loss_overlay",
+    "tau_vs_d",
+    "tau_vs_k_fixed_d",
+    "tau_vs_noise",
 ]

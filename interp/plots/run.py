@@ -36,7 +36,7 @@ from interp.plots.style import (
     onset_trace,
     position_labels,
     require,
-    shuffle_trace,
+    shuffle_traces,
     tau_line,
 )
 
@@ -57,15 +57,17 @@ def loss_curves(metrics: pd.DataFrame, log_k: float, tau: int | None = None) -> 
 
 
 def shuffle_gap(metrics: pd.DataFrame, tau: int | None = None) -> go.Figure:
-    """Shuffle gap (first-token loss with another selector minus the clean one): does z matter yet?"""
+    """Shuffle gaps (the loss with another selector minus the clean one), on the first token and
+    on the full target where logged: does z matter yet, and where is it read?"""
     require(metrics, ["step", "shuffle_gap"], "shuffle gap")
     if metrics["shuffle_gap"].isna().all():
         raise InterpError("shuffle gap: the run has no shuffle gap (its direction has no selector z)")
-    fig = go.Figure([shuffle_trace(metrics)])
+    traces = shuffle_traces(metrics)
+    fig = go.Figure(traces)
     fig.add_hline(y=0.0, line=dict(color=LOGK_COLOR, width=1))
     tau_line(fig, tau)
     fig.update_layout(title="Shuffle gap: the cost of replacing z by another selector", height=380,
-                      xaxis_title=STEP_TITLE, yaxis_title="shuffle gap Δz (nats)", showlegend=False)
+                      xaxis_title=STEP_TITLE, yaxis_title="shuffle gap Δz (nats)", showlegend=len(traces) > 1)
     return fig
 
 
@@ -197,9 +199,17 @@ def attention_segments(segments: pd.DataFrame, tau: int | None = None) -> go.Fig
 
 
 # ---------------------------------------------------------------------------- ablation, patching
-def ablation_heatmaps(abl: pd.DataFrame, metric: str = "delta_loss_cand") -> go.Figure:
-    """Layer x head heatmaps of an ablation effect, side by side per step (pre / mid / post)."""
+def ablation_heatmaps(abl: pd.DataFrame, metric: str = "delta_loss_cand", method: str | None = None,
+                      notes: Sequence[str] = ()) -> go.Figure:
+    """Layer x head heatmaps of an ablation effect, side by side per step (pre / mid / post), for
+    one method (default: zero if present). `notes` (e.g. a step beyond the run) are shown below."""
     require(abl, ["step", "layer", "head", metric], "ablation heatmaps")
+    if "method" in abl:
+        methods = list(dict.fromkeys(abl["method"]))
+        method = method or ("zero" if "zero" in methods else methods[0])
+        if method not in methods:
+            raise InterpError(f"ablation heatmaps: no {method!r} rows; the table has {', '.join(methods)}")
+        abl = abl[abl["method"] == method]
     heads = abl[abl["head"].notna()].copy()
     if heads.empty:
         raise InterpError("ablation heatmaps: the table has no per-head rows")
@@ -207,7 +217,7 @@ def ablation_heatmaps(abl: pd.DataFrame, metric: str = "delta_loss_cand") -> go.
     label_of = abl.groupby("step")["label"].first() if "label" in abl else pd.Series(dtype=str)
     steps = sorted(int(s) for s in heads["step"].unique())
     n_layers, n_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
-    method = str(abl["method"].iloc[0]) if "method" in abl else ""
+    method = method or ""
     titles = [f"{label_of.get(s) or 'step'} (step {s})" if label_of.get(s) else f"step {s}" for s in steps]
     fig = make_subplots(rows=1, cols=len(steps), subplot_titles=titles, horizontal_spacing=0.06)
     vmax = float(np.nanmax(np.abs(heads[metric].to_numpy(dtype=float)))) if heads[metric].notna().any() else 1.0
@@ -228,6 +238,10 @@ def ablation_heatmaps(abl: pd.DataFrame, metric: str = "delta_loss_cand") -> go.
         coloraxis=dict(colorscale="RdBu_r", cmin=-max(vmax, 1e-9), cmax=max(vmax, 1e-9),
                        colorbar=dict(title=dict(text=metric_title(metric), side="right"))),
     )
+    if notes:
+        fig.add_annotation(text="; ".join(notes), name="notes", showarrow=False, xref="paper", yref="paper",
+                           x=0.0, y=-0.35, xanchor="left", font=dict(size=11))
+        fig.update_layout(margin=dict(b=90))
     return fig
 
 
@@ -308,18 +322,29 @@ def group_histograms(
     if not tau:
         raise InterpError("group histograms need tau, and the candidate loss never falls below 0.5 log K")
     share = groups_analysis.share_above(acc, tau, fractions=fractions, threshold=threshold)
-    titles = [f"{r.fraction:g} τ → step {r.step}<br>{r.n_above}/{r.n_groups} ≥ {threshold:.0%}"
-              for r in share.itertuples()]
-    fig = make_subplots(rows=1, cols=len(share), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.02)
-    for i, r in enumerate(share.itertuples()):
+    inside, beyond = share[~share["beyond"]], share[share["beyond"]]
+    if inside.empty:
+        raise InterpError(f"every fraction of τ lies beyond the last analysed step ({int(acc['step'].max())})")
+    # one panel per checkpoint: fractions that snap to the same checkpoint share it
+    panels = inside.groupby("step", sort=True).agg(fractions=("fraction", list), n_above=("n_above", "first"),
+                                                    n_groups=("n_groups", "first")).reset_index()
+    titles = [" = ".join(f"{f:g} τ" for f in r.fractions) + f" → step {r.step}<br>{r.n_above}/{r.n_groups} "
+              f"≥ {threshold:.0%}" for r in panels.itertuples()]
+    fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.02)
+    for i, r in enumerate(panels.itertuples()):
         values = acc.loc[acc["step"] == r.step, "acc_cand"]
         fig.add_trace(go.Histogram(
-            x=values, name=f"{r.fraction:g} tau (step {r.step})", xbins=dict(start=-0.025, end=1.025, size=0.05),
+            x=values, name=f"step {r.step}", xbins=dict(start=-0.025, end=1.025, size=0.05),
             marker=dict(color=PALETTE[0]), showlegend=False,
             hovertemplate="accuracy %{x}<br>%{y} groups<extra></extra>",
         ), row=1, col=i + 1)
         fig.add_vline(x=threshold, row=1, col=i + 1, name="threshold", line=dict(color=ROUTING_COLOR, dash="dash", width=1))
         fig.update_xaxes(range=[-0.05, 1.05], title_text="accuracy" if i else "group accuracy", row=1, col=i + 1)
+    if not beyond.empty:
+        last = int(acc["step"].max())
+        text = "; ".join(f"{r.fraction:g} τ = {r.target_step:.0f}" for r in beyond.itertuples())
+        fig.add_annotation(text=f"{text}: beyond the run (last step {last})", name="beyond", showarrow=False,
+                           xref="paper", yref="paper", x=1.0, y=-0.22, xanchor="right", font=dict(size=11))
     fig.update_yaxes(title_text="groups (count)", row=1, col=1)
     fig.update_layout(title="Per-group candidate accuracy (fraction) at fractions of τ", height=420, bargap=0.05,
                       margin=dict(t=130))
@@ -346,23 +371,45 @@ def groups_share(acc: pd.DataFrame, tau: int | None = None, threshold: float = g
 
 
 # ---------------------------------------------------------------------------- timeline
-def timeline_figure(tl) -> go.Figure:
-    """Losses, shuffle gap and per-head sensitivity on one step axis, with onsets and tau marked.
+EVENT_STYLE = {"carried": ("#2ca02c", "dashdot"), "used": ("#9467bd", "longdash")}
 
-    Onsets and tau are vertical lines across all three panels (shapes named "onset HEAD"
-    and "tau") and the onsets are also diamonds in the heatmap row (trace "onset").
+
+def timeline_figure(tl) -> go.Figure:
+    """Losses, shuffle gaps, per-head sensitivity and (where measured) the routing head's usage
+    on one step axis, with onsets, the routing head's carried / used events and tau marked.
+
+    Onsets, events and tau are vertical lines across all panels (shapes named "onset HEAD",
+    "event NAME" and "tau"); the onsets are also diamonds in the heatmap row (trace "onset").
     """
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, row_heights=[0.38, 0.2, 0.42], vertical_spacing=0.05)
+    usage = getattr(tl, "usage", None)
+    with_usage = usage is not None and not usage.empty
+    rows = 4 if with_usage else 3
+    heights = [0.32, 0.16, 0.32, 0.2] if with_usage else [0.38, 0.2, 0.42]
+    specs = [[{}], [{}], [{}]] + ([[{"secondary_y": True}]] if with_usage else [])
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.04,
+                        specs=specs)
     for trace in loss_traces(tl.metrics):
         fig.add_trace(trace, row=1, col=1)
     log_k_line(fig, tl.log_k, row=1, col=1)
-    if "shuffle_gap" in tl.metrics and tl.metrics["shuffle_gap"].notna().any():
-        fig.add_trace(shuffle_trace(tl.metrics), row=2, col=1)
+    for trace in shuffle_traces(tl.metrics):
+        fig.add_trace(trace, row=2, col=1)
     domain = fig.layout.yaxis3.domain
     heat, order = head_heatmap(tl.sensitivity, tl.column)
     heat.colorbar.update(y=(domain[0] + domain[1]) / 2, len=domain[1] - domain[0], yanchor="middle")
     fig.add_trace(heat, row=3, col=1)
     fig.add_trace(onset_trace(tl.onsets, tl.routing_head), row=3, col=1)
+    if with_usage:
+        u = usage.sort_values("step")
+        fig.add_trace(go.Scatter(x=u["step"], y=u["resample_delta_loss_cand"], mode="lines+markers",
+                                 name=f"{tl.routing_head} resample-ablation Δ Lc", marker=dict(size=4),
+                                 line=dict(color=EVENT_STYLE["used"][0]),
+                                 hovertemplate="step %{x}<br>Δ Lc %{y:.3f} nats<extra></extra>"),
+                      row=4, col=1, secondary_y=False)
+        fig.add_trace(go.Scatter(x=u["step"], y=u["patch_normalized"], mode="lines+markers",
+                                 name=f"{tl.routing_head} patching: restored fraction", marker=dict(size=4),
+                                 line=dict(color="#8c564b", dash="dot"),
+                                 hovertemplate="step %{x}<br>restored %{y:.2f}<extra></extra>"),
+                      row=4, col=1, secondary_y=True)
 
     def marker(x: int, name: str, color: str, dash: str, width: float) -> None:
         fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, name=name,
@@ -381,6 +428,14 @@ def timeline_figure(tl) -> go.Figure:
         fig.add_annotation(x=x, xref="x", y=1.0, yref="paper", yanchor="bottom", showarrow=False,
                            text=", ".join(heads) + " onset", name="onset label",
                            font=dict(size=10, color=ROUTING_COLOR if routing else ONSET_COLOR))
+    events = getattr(tl, "events", None)
+    if events is not None and not events.empty:
+        for i, r in enumerate(events.dropna(subset=["step"]).itertuples()):
+            color, dash = EVENT_STYLE[r.kind]
+            marker(int(r.step), f"event {r.event}", color, dash, 1.5)
+            fig.add_annotation(x=int(r.step), xref="x", y=1.0 - 0.035 * (i + 1), yref="paper", xanchor="left",
+                               showarrow=False, text=f"{r.label}: step {int(r.step)}", name="event label",
+                               font=dict(size=10, color=color), bgcolor="rgba(255,255,255,0.7)")
     if tl.tau is not None:
         marker(tl.tau, "tau", TAU_COLOR, "dot", 2.0)
         fig.add_annotation(x=tl.tau, xref="x", y=1.0, yref="paper", yanchor="bottom", showarrow=False,
@@ -391,11 +446,53 @@ def timeline_figure(tl) -> go.Figure:
         title=dict(text=f"{tl.name + ': ' if tl.name else ''}routing head {tl.routing_head}, onset "
                         f"{'none' if onset is None else f'step {onset}'}, τ = {tl.tau if tl.tau is not None else 'n/a'}, "
                         f"lead (τ − onset)/τ = {lead}", y=0.98, yanchor="top"),
-        height=820, margin=dict(t=110), hovermode="closest",
+        height=960 if with_usage else 820, margin=dict(t=110), hovermode="closest",
         legend=dict(orientation="h", x=0, y=-0.08, yanchor="top"),
     )
     fig.update_yaxes(title_text=LOSS_TITLE, row=1, col=1)
     fig.update_yaxes(title_text="shuffle gap (nats)", row=2, col=1)
     fig.update_yaxes(title_text="head", autorange="reversed", type="category", row=3, col=1)
-    fig.update_xaxes(title_text=STEP_TITLE, row=3, col=1)
+    if with_usage:
+        fig.update_yaxes(title_text="Δ Lc (nats)", row=4, col=1, secondary_y=False)
+        fig.update_yaxes(title_text="restored (fraction)", row=4, col=1, secondary_y=True)
+    fig.update_xaxes(title_text=STEP_TITLE, row=rows, col=1)
+    return fig
+
+
+# ---------------------------------------------------------------------------- usage and generic
+def usage_curves(usage: pd.DataFrame, tau: int | None = None, events: pd.DataFrame | None = None) -> go.Figure:
+    """The routing head's usage over steps: resample-ablation cost (nats) and the share of the
+    logit difference patching restores (fraction), with its carried / used events marked."""
+    require(usage, ["step", "head_name", "resample_delta_loss_cand", "patch_normalized"], "usage curves")
+    u = usage.sort_values("step")
+    head = str(u["head_name"].iloc[0])
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    fig.add_trace(go.Scatter(x=u["step"], y=u["resample_delta_loss_cand"], mode="lines+markers",
+                             name="resample ablation Δ Lc", marker=dict(size=4), line=dict(color="#9467bd"),
+                             hovertemplate="step %{x}<br>Δ Lc %{y:.3f} nats<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=u["step"], y=u["patch_normalized"], mode="lines+markers",
+                             name="patching: restored fraction", marker=dict(size=4), line=dict(color="#8c564b"),
+                             hovertemplate="step %{x}<br>restored %{y:.2f}<extra></extra>"), row=2, col=1)
+    if events is not None and not events.empty:
+        for r in events.dropna(subset=["step"]).itertuples():
+            color = "#2ca02c" if r.kind == "carried" else "#9467bd"
+            fig.add_vline(x=int(r.step), name=f"event {r.event}", line=dict(color=color, dash="dashdot", width=1.2))
+    tau_line(fig, tau)
+    fig.update_yaxes(title_text="Δ candidate loss (nats)", row=1, col=1)
+    fig.update_yaxes(title_text="restored (fraction)", row=2, col=1)
+    fig.update_xaxes(title_text=STEP_TITLE, row=2, col=1)
+    fig.update_layout(title=f"When {head}'s z is used", height=520, legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+def table_over_steps(df: pd.DataFrame, name: str) -> go.Figure:
+    """Any analysis table: the mean of each numeric column per step (the report's fallback)."""
+    require(df, ["step"], name)
+    numeric = [c for c in df.columns if c != "step" and pd.api.types.is_numeric_dtype(df[c])
+               and not pd.api.types.is_bool_dtype(df[c])]
+    if not numeric:
+        raise InterpError(f"{name}: the table has no numeric column to draw")
+    means = df.groupby("step")[numeric].mean().reset_index()
+    fig = go.Figure([go.Scatter(x=means["step"], y=means[c], mode="lines+markers", name=c) for c in numeric])
+    fig.update_layout(title=f"{name}: mean per checkpoint", xaxis_title=STEP_TITLE, height=380)
     return fig

@@ -92,11 +92,20 @@ def loss_traces(metrics: pd.DataFrame) -> list[go.Scatter]:
     return traces
 
 
-def shuffle_trace(metrics: pd.DataFrame) -> go.Scatter:
-    df = metrics.dropna(subset=["shuffle_gap"])
-    return go.Scatter(x=df["step"], y=df["shuffle_gap"], name="shuffle gap", mode="lines+markers",
-                      marker=dict(size=4), line=dict(color=PALETTE[3]),
-                      hovertemplate="step %{x}<br>shuffle gap %{y:.3f} nats<extra></extra>")
+SHUFFLE_GAPS = (("shuffle_gap", "shuffle gap (first token)", 3), ("shuffle_gap_full", "shuffle gap (full target)", 4))
+
+
+def shuffle_traces(metrics: pd.DataFrame) -> list[go.Scatter]:
+    """The first-token and (where logged) full-target shuffle gaps over steps."""
+    traces = []
+    for column, name, color in SHUFFLE_GAPS:
+        if column not in metrics or metrics[column].isna().all():
+            continue
+        df = metrics.dropna(subset=[column])
+        traces.append(go.Scatter(x=df["step"], y=df[column], name=name, mode="lines+markers",
+                                 marker=dict(size=4), line=dict(color=PALETTE[color]),
+                                 hovertemplate=f"step %{{x}}<br>{name} %{{y:.3f}} nats<extra></extra>"))
+    return traces
 
 
 def head_heatmap(sens: pd.DataFrame, column: str, **kwargs) -> tuple[go.Heatmap, list[str]]:

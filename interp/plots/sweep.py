@@ -252,12 +252,15 @@ def tau_vs_noise(result_or_table: NoiseResult | pd.DataFrame, paper: bool | None
 
 
 # ---------------------------------------------------------------------------- 4. asymmetry
-def asymmetry_bars(result: AsymmetryResult) -> go.Figure:
+def asymmetry_bars(result_or_table: AsymmetryResult | pd.DataFrame, **fit_kwargs) -> go.Figure:
     """Left: steps per direction (geometric mean over seeds, CI, each seed a dot). Right: the per-seed
     ratio a_to_b / bz_to_a, its geometric mean with CI, and the paper's 1.7-4.4x shaded."""
-    if not isinstance(result, AsymmetryResult):
-        raise InterpError(f"asymmetry bars: expected an AsymmetryResult (scaling.asymmetry), got "
-                          f"{type(result).__name__}")
+    if isinstance(result_or_table, AsymmetryResult):
+        result = result_or_table
+    else:
+        require(result_or_table, ["run", "status", "direction", "seed",
+                                  fit_kwargs.get("measure", "steps_to_exact_99")], "asymmetry bars")
+        result = scaling.asymmetry(result_or_table, **fit_kwargs)
     require(result.steps, ["direction", "geo_mean", "lo", "hi"], "asymmetry bars")
     require(result.pairs, ["seed", "steps_bz_to_a", "steps_a_to_b", "ratio", "status"], "asymmetry bars")
     m = result.measure
@@ -310,7 +313,7 @@ def asymmetry_bars(result: AsymmetryResult) -> go.Figure:
     fig.update_xaxes(title_text="seed (same seed = same mapping)", row=1, col=2)
     fig.update_layout(title=f"Direction asymmetry: a_to_b needs {result.geo_mean_ratio:.3g}× "
                             f"[{lo:.3g}, {hi:.3g}] the steps of bz_to_a ({result.n_pairs} seeds)",
-                      height=440, bargap=0.3)
+                      height=440, bargap=0.3, barmode="overlay")
     return fig
 
 

@@ -5,11 +5,14 @@
     noise       tau against lr and batch size (claim 3: more gradient noise, longer plateau)
     asymmetry   steps to exact match, a_to_b over bz_to_a, paired by seed (claim 4)
 
-Seeds are replicates. Every interval comes from one bootstrap scheme chosen by measured
-coverage (`coverage`, docs/scaling.md): with replicate seeds, seeds are resampled within
-each x value and the slope is studentized (percentile-t) with the pooled within-x scatter;
-with one seed per x value, the x values are resampled (the paper's scheme, which
-under-covers with 5-6 points; `scheme="residual"` is the calibrated alternative).
+Seeds are replicates. The bootstrap scheme was chosen by measured coverage (`coverage`,
+docs/scaling.md). With 3 or more seeds per x value (the usual case), seeds are resampled
+within each x value and the slope is studentized (percentile-t) with the pooled within-x
+scatter: about 95% coverage even when the noise differs between x values. With 2 seeds
+per x that interval is needlessly wide, so the leverage-corrected residuals are resampled
+instead (percentile-t). With one seed per x, the x values are resampled: the paper's
+scheme, kept so its number can be reproduced, which covers only about 89% with 5-6 points
+(`scheme="residual"` is the calibrated alternative).
 Only runs with status "done" enter a fit; runs that ended before reaching the measure's
 threshold are censored (the true value is above steps_run): they are counted, reported
 and kept out of the fit with a warning, never silently dropped. All randomness comes from the
@@ -138,7 +141,8 @@ def _select(table: pd.DataFrame, y: str, xs: list[str], what: str, direction: st
             where: dict | None = None) -> _Selection:
     """Split the runs into used / censored / undefined / not done, refusing what cannot be fitted."""
     if not isinstance(table, pd.DataFrame):
-        raise InterpError(f"{what}: expected a sweep table (a pandas DataFrame, Sweep.table()), got {type(table).__name__}")
+        raise InterpError(f"{what}: expected a sweep table (a pandas DataFrame, Sweep.table()), "
+                          f"got {type(table).__name__}")
     if table.empty:
         raise InterpError(f"{what}: the sweep table is empty (no runs)")
     for col in ["run", "status"]:
@@ -255,7 +259,7 @@ def _quantiles(v: np.ndarray, q: list[float]) -> tuple[float, float, int]:
 
 def _bootstrap(lx: np.ndarray, ly: np.ndarray, scheme: str, n_boot: int, level: float,
                rng: np.random.Generator, grid: np.ndarray | None = None) -> _Boot:
-    """Slope of ly on lx with a bootstrap CI; lx must be sorted (groups of equal lx contiguous).
+    """Slope of ly on lx with a bootstrap CI (and a pointwise band on `grid`), vectorised over replicates.
 
     within:   resample each x value's replicates (residuals around the x mean, scaled by
               sqrt(n/(n-1)); an x with one replicate borrows the pooled residuals), then
@@ -263,6 +267,8 @@ def _bootstrap(lx: np.ndarray, ly: np.ndarray, scheme: str, n_boot: int, level: 
     over:     resample the x values, each with all its replicates (the paper's scheme), percentile
     residual: resample the leverage-corrected OLS residuals of all points, percentile-t
     """
+    order = np.argsort(lx, kind="stable")
+    lx, ly = lx[order], ly[order]
     alpha = 1.0 - level
     q = [alpha / 2, 1 - alpha / 2]
     n = len(lx)
@@ -373,7 +379,8 @@ def _check_points(lx: np.ndarray, what: str, x: str, min_distinct: int) -> None:
     need = min_distinct if not replicated else min(min_distinct, 2)
     if distinct < need:
         raise InterpError(f"{what}: too few points: {distinct} distinct {x} value(s) among {len(lx)} usable run(s); "
-                          f"a fit with a CI needs at least {need}" + ("" if replicated else " (or 2 with replicate seeds)"))
+                          f"a fit with a CI needs at least {need}"
+                          + ("" if replicated else " (or 2 with replicate seeds)"))
 
 
 # ---------------------------------------------------------------------------- slope fits (shared)
@@ -610,7 +617,7 @@ def _per_value(points: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fixed_d(table: pd.DataFrame, y: str = "tau_half", d: int | None = None, n_boot: int = N_BOOT,
+def fixed_d(table: pd.DataFrame, y: str = "tau_half", d: int | float | None = None, n_boot: int = N_BOOT,
             ci: float = 0.95, seed: int = 0, scheme: str = "auto", direction: str | None = None) -> FixedDResult:
     """Slope of log tau against log K at one D, with a bootstrap CI; flat = the CI contains 0."""
     what = f"{y} against K at fixed D"
@@ -712,7 +719,8 @@ def _best_fixed(points: pd.DataFrame, fixed: str, varied: str) -> float | None:
     return None if best is None else best[1]
 
 
-def noise(table: pd.DataFrame, y: str = "tau_half", batch_size: int | None = None, lr: float | None = None,
+def noise(table: pd.DataFrame, y: str = "tau_half", batch_size: int | float | None = None,
+          lr: float | None = None,
           n_boot: int = N_BOOT, ci: float = 0.95, seed: int = 0, scheme: str = "auto",
           direction: str | None = None) -> NoiseResult:
     """Slopes of log tau against log lr (at one batch size) and log batch size (at one lr).
@@ -900,9 +908,11 @@ def asymmetry(table: pd.DataFrame, measure: str = "steps_to_exact_99", n_boot: i
     bound = np.full(len(pairs), np.nan)
     if "steps_run_a_to_b" in pairs:
         lower = status == "a_to_b censored (lower bound)"
-        bound[lower] = pairs.loc[lower, "steps_run_a_to_b"].astype(float) / pairs.loc[lower, "steps_bz_to_a"].astype(float)
+        bound[lower] = (pairs.loc[lower, "steps_run_a_to_b"].astype(float)
+                        / pairs.loc[lower, "steps_bz_to_a"].astype(float))
         upper = status == "bz_to_a censored (upper bound)"
-        bound[upper] = pairs.loc[upper, "steps_a_to_b"].astype(float) / pairs.loc[upper, "steps_run_bz_to_a"].astype(float)
+        bound[upper] = (pairs.loc[upper, "steps_a_to_b"].astype(float)
+                        / pairs.loc[upper, "steps_run_bz_to_a"].astype(float))
     pairs["ratio_bound"] = bound
     pairs.loc[status != "used", "ratio"] = np.nan
     good = pairs[pairs["status"] == "used"]
