@@ -66,6 +66,11 @@ def check_output_file(path: str | Path, what: str = "output file") -> Path:
         parent = parent.parent
     if not parent.is_dir():
         raise InterpError(f"cannot write {path}: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    try:  # a real probe: permissions, read-only mounts and root's special folders alike
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise InterpError(f"cannot write {path}: {parent} is not writable ({exc.strerror})") from None
+    if path.exists() and not os.access(path, os.W_OK):
         raise InterpError(f"cannot write {path}: permission denied")
     return path

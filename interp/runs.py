@@ -28,6 +28,7 @@ import math
 import os
 import platform
 import socket
+import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
@@ -482,8 +483,11 @@ def check_new_folder(path: Path) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise InterpError(f"cannot create {path}: {parent} is a file")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InterpError(f"cannot create {path}: {parent} is not writable")
+    try:  # a real probe: permissions, read-only mounts and root's special folders alike
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise InterpError(f"cannot create {path}: {parent} is not writable ({exc.strerror})") from None
 
 
 def load_params(model, params: dict) -> None:

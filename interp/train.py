@@ -171,7 +171,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
             if not bool(torch.isfinite(loss)):
                 kept = "no checkpoint" if last_checkpoint is None else f"checkpoints up to step {last_checkpoint}"
                 raise InterpError(
-                    f"the training loss became {float(loss)} at step {step} (lr {lr:g}): training diverged "
+                    f"the training loss became {float(loss.detach())} at step {step} (lr {lr:g}): training diverged "
                     f"and was stopped; {kept} are kept. Try a lower --lr or --grad-clip"
                 )
             optimizer.zero_grad(set_to_none=True)

@@ -38,7 +38,7 @@ def suite(run):
 
 @pytest.fixture(scope="module")
 def tl(run, suite) -> Timeline:
-    return timeline(run, sens=suite.tables["sensitivity"])
+    return timeline(run, sens=suite.tables["sensitivity"], usage=suite.tables["usage"])
 
 
 def _shapes(fig, name):
@@ -61,8 +61,9 @@ def test_loss_curves(run, tl):
 
 def test_shuffle_gap(run, tl):
     fig = plots.shuffle_gap(run.metrics, tau=tl.tau)
-    assert [t.name for t in fig.data] == ["shuffle gap"]
+    assert [t.name for t in fig.data] == ["shuffle gap (first token)", "shuffle gap (full target)"]
     np.testing.assert_allclose(fig.data[0].y, run.metrics["shuffle_gap"])
+    np.testing.assert_allclose(fig.data[1].y, run.metrics["shuffle_gap_full"])
     assert "nats" in fig.layout.yaxis.title.text and fig.layout.xaxis.title.text == "step (optimizer steps)"
     assert [s.x0 for s in _shapes(fig, "tau")] == [tl.tau]
 
@@ -120,10 +121,11 @@ def test_attention_segments(run, suite, tl):
 
 def test_ablation_heatmaps_use_per_head_rows(suite):
     abl = suite.tables["ablation"]
-    fig = plots.ablation_heatmaps(abl)
+    assert set(abl["method"]) == {"zero", "mean", "resample"}
+    fig = plots.ablation_heatmaps(abl)  # zero ablation by default
     assert [t.name for t in fig.data] == [f"{lab} (step {s})" for s, lab in
                                           abl[["step", "label"]].drop_duplicates().itertuples(index=False)]
-    mid = abl[(abl["label"] == "mid") & abl["head"].notna()]
+    mid = abl[(abl["label"] == "mid") & abl["head"].notna() & (abl["method"] == "zero")]
     z = np.asarray(fig.data[1].z)
     assert z.shape == (2, 2)
     for r in mid.itertuples():
@@ -133,6 +135,11 @@ def test_ablation_heatmaps_use_per_head_rows(suite):
     assert "accuracy" in acc.layout.coloraxis.colorbar.title.text
     with pytest.raises(InterpError, match="lacks the column"):
         plots.ablation_heatmaps(abl, metric="nope")
+    resample = plots.ablation_heatmaps(abl, method="resample")
+    row = abl[(abl["label"] == "mid") & (abl["method"] == "resample") & (abl["component"] == "L0H0")].iloc[0]
+    assert np.asarray(resample.data[1].z)[0, 0] == pytest.approx(row.delta_loss_cand)
+    noted = plots.ablation_heatmaps(abl, notes=["post (2τ = 1800) lies beyond the run (last step 1350)"])
+    assert any("beyond the run" in a.text for a in noted.layout.annotations if a.name == "notes")
 
 
 def test_patching_heatmaps_say_what_they_show(suite):
@@ -157,10 +164,12 @@ def test_group_histograms_and_share(suite, tl):
     fractions = (0.5, 1.0, 2.0)
     fig = plots.group_histograms(acc, tl.tau, fractions=fractions)
     share = groups.share_above(acc, tl.tau, fractions=fractions)
-    assert [t.name for t in fig.data] == [f"{f:g} tau (step {s})" for f, s in zip(fractions, share["step"])]
-    for trace, s in zip(fig.data, share["step"]):
+    drawn = sorted(set(share.loc[~share["beyond"], "step"]))
+    assert [t.name for t in fig.data] == [f"step {s}" for s in drawn]
+    for trace, s in zip(fig.data, drawn):
         np.testing.assert_allclose(sorted(trace.x), sorted(acc.loc[acc["step"] == s, "acc_cand"]))
-    assert len(plots.group_histograms(acc, tl.tau).data) == 6
+    every = groups.share_above(acc, tl.tau)
+    assert len(plots.group_histograms(acc, tl.tau).data) == every.loc[~every["beyond"], "step"].nunique()
     assert fig.layout.yaxis.title.text == "groups (count)"
     line = plots.groups_share(acc, tau=tl.tau)
     want = (acc["acc_cand"] >= 0.8).groupby(acc["step"]).mean()
@@ -188,26 +197,45 @@ def test_timeline_matches_the_suite_findings(run, suite, tl):
 
 def test_timeline_figure_marks_onsets_and_tau(tl):
     fig = tl.figure()
-    assert [t.name for t in fig.data] == ["full loss", "first-token loss", "candidate loss", "shuffle gap",
-                                          "z_share", "onset"]
+    head = tl.routing_head
+    assert [t.name for t in fig.data] == ["full loss", "first-token loss", "candidate loss",
+                                          "shuffle gap (first token)", "shuffle gap (full target)", "z_share",
+                                          "onset", f"{head} resample-ablation Δ Lc", f"{head} patching: restored fraction"]
     have = tl.onsets.dropna(subset=["onset"])
     assert len(have)  # the test is vacuous otherwise
     markers = {s.name[len("onset "):]: s for s in fig.layout.shapes if (s.name or "").startswith("onset ")}
     assert set(markers) == set(have["head_name"])
     for r in have.itertuples():
         assert markers[r.head_name].x0 == markers[r.head_name].x1 == r.onset
-        assert markers[r.head_name].yref == "paper"  # across all three panels
-    diamonds = fig.data[-1]
+        assert markers[r.head_name].yref == "paper"  # across all panels
+    diamonds = fig.data[6]
     assert dict(zip(diamonds.y, diamonds.x)) == dict(zip(have["head_name"], have["onset"]))
     labels = " ".join(a.text for a in fig.layout.annotations if a.name == "onset label")
     assert all(h in labels for h in have["head_name"])
+    events = {s.name[len("event "):]: s.x0 for s in fig.layout.shapes if (s.name or "").startswith("event ")}
+    for name in ("carried_attn", "carried_share", "used_ablation", "used_patching"):
+        assert events.get(name) == tl.event(name)  # absent exactly when the event never happened
     (tau,) = _shapes(fig, "tau")
     assert tau.x0 == tl.tau
     (log_k,) = _shapes(fig, "log K")
     assert log_k.y0 == pytest.approx(tl.log_k)
     assert tl.routing_head in fig.layout.title.text and "lead" in fig.layout.title.text
-    assert fig.layout.xaxis3.title.text == "step (optimizer steps)" and fig.layout.yaxis.title.text == "loss (nats)"
-    assert list(fig.data[4].y) == list(tl.onsets["head_name"])
+    assert fig.layout.xaxis4.title.text == "step (optimizer steps)" and fig.layout.yaxis.title.text == "loss (nats)"
+    assert list(fig.data[5].y) == list(tl.onsets["head_name"])
+    np.testing.assert_allclose(fig.data[7].y, tl.usage.sort_values("step")["resample_delta_loss_cand"])
+
+
+def test_group_histograms_never_draw_one_checkpoint_twice():
+    acc = pd.DataFrame({"step": [0, 0, 10, 10, 20, 20], "group_id": [0, 1] * 3, "acc_cand": [0, 0, 1, 0, 1, 1]})
+    share = groups.share_above(acc, tau=10, fractions=(0.9, 1.0, 1.8, 3.0))
+    assert share["beyond"].tolist() == [False, False, False, True]  # 3 tau = 30 > last step 20
+    assert pd.isna(share["step"].iloc[3])
+    fig = plots.group_histograms(acc, tau=10, fractions=(0.9, 1.0, 1.8, 3.0))
+    titles = [a.text for a in fig.layout.annotations if a.name != "beyond"]
+    assert len(fig.data) == 2  # 0.9 tau and 1 tau both land on step 10: one panel
+    assert titles[0].startswith("0.9 τ = 1 τ → step 10") and titles[1].startswith("1.8 τ → step 20")
+    (note,) = [a.text for a in fig.layout.annotations if a.name == "beyond"]
+    assert note == "3 τ = 30: beyond the run (last step 20)"
 
 
 def test_onsets_with_other_fraction(suite):

@@ -1,0 +1,332 @@
+"""Local learning coefficient (LLC) of checkpoints, whole model and refined per head, via devinterp.
+
+The estimate is devinterp's (2.x): SGLD chains localised at the checkpoint w0 sample
+exp(-n_beta L(w) - gamma/2 |w - w0|^2) with `devinterp.slt.sampling.sample`, and
+`devinterp.slt.llc.compute_llc` turns the sampled losses into
+
+    llc = n_beta * (mean sampled loss - loss at w0)        (per chain; nats * n_beta, unitless)
+
+L is the training objective (mean cross-entropy over the output tokens) on batches of the
+training set shuffled from the run's "llc" random stream. devinterp's per-token loss hook must
+return [batch, seq - 1]; we broadcast each example's mean output cross-entropy over that shape,
+so devinterp's mean, and its gradient, are exactly `interp.metrics.batch_loss`.
+
+The refined LLC of a head samples only that head's slices of W_Q/W_K/W_V/W_O and b_Q/b_K/b_V
+(devinterp's weight restriction "l0h3", checked against the slices; SGMCMC multiplies update
+and noise by the mask, so every other parameter stays bit-identical along the chain).
+
+Settings (see DEFAULTS): chains, draws, burnin, epsilon (SGLD step size, devinterp's lr),
+gamma (localisation), n_beta (inverse temperature times n; None: devinterp's
+default_nbeta(batch_size) = b / log b), batch_size, init_loss_batches. devinterp 2.0.1's
+estimator averages the loss over every SGLD step, burn-in included, so burnin defaults to 0.
+
+devinterp writes its draws to a zarr store; we put it in a private temporary directory that
+is deleted before returning, so nothing is written to the run or the repository. Global RNG
+states (torch, numpy, random), which devinterp reseeds, are restored afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import random
+import re
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from interp.analysis.common import head_name, select_steps, steps_progress
+from interp.errors import InterpError
+from interp.runs import Run
+from interp.seeding import torch_generator
+
+DEFAULTS: dict = {
+    "chains": 4,
+    "draws": 200,  # SGLD steps per chain (devinterp's num_draws, one step between draws)
+    "burnin": 0,  # devinterp 2.0.1 averages burn-in steps into the estimate anyway
+    "epsilon": 1e-4,  # SGLD step size
+    "gamma": 300.0,  # localisation strength (pull towards the checkpoint)
+    "n_beta": None,  # None: devinterp.utils.default_nbeta(batch_size)
+    "batch_size": 64,
+    "init_loss_batches": 16,
+}
+RESTRICT = ("full", "L0H3")
+HEAD_PARTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
+COLUMNS = (
+    "step", "restrict", "chain", "llc", "llc_mean", "llc_std", "drift", "init_loss", "n_params",
+    "chains", "draws", "burnin", "epsilon", "gamma", "n_beta", "batch_size",
+)
+INSTALL_HINT = "the LLC needs devinterp: pip install -e '.[landscape]'"
+
+LossFn = Callable[[nn.Module, Tensor], Tensor]
+
+
+def _devinterp():
+    """devinterp's sampler, estimator and weight restrictions (imported only when needed)."""
+    try:
+        from devinterp.slt.llc import compute_llc
+        from devinterp.slt.sampling import sample
+        from devinterp.slt.weight_restrictions import create_param_masks
+        from devinterp.utils import default_nbeta
+    except ImportError as exc:
+        raise InterpError(f"{INSTALL_HINT} ({exc})") from None
+    return sample, compute_llc, create_param_masks, default_nbeta
+
+
+# ---------------------------------------------------------------------------- restrictions
+def canonical_restriction(name: str, n_layers: int, n_heads: int) -> str:
+    """'full' or a head 'L{layer}H{head}' (any case in, canonical out)."""
+    heads = f"L0H0..L{n_layers - 1}H{n_heads - 1}"
+    if not isinstance(name, str):
+        raise InterpError(f"restriction must be a string ('full' or a head such as L0H3), got {name!r}")
+    low = name.strip().lower()
+    if low == "full":
+        return "full"
+    m = re.fullmatch(r"l(\d+)\s*h(\d+)", low)
+    if m and int(m[1]) < n_layers and int(m[2]) < n_heads:
+        return head_name(int(m[1]), int(m[2]))
+    raise InterpError(f"unknown LLC restriction {name!r}; allowed: 'full' or a head {heads} (any case)")
+
+
+def _restrictions(restrict: str | Sequence[str], n_layers: int, n_heads: int) -> list[str]:
+    items = [restrict] if isinstance(restrict, str) else list(restrict)
+    if not items:
+        raise InterpError("restrict is empty; give 'full' and/or heads such as 'L0H3'")
+    return list(dict.fromkeys(canonical_restriction(r, n_layers, n_heads) for r in items))
+
+
+def _own_head_masks(model: nn.Module, layer: int, head: int) -> dict[str, Tensor | None]:
+    out: dict[str, Tensor | None] = {}
+    for name, p in model.named_parameters():
+        m = re.fullmatch(rf"blocks\.{layer}\.attn\.(\w+)", name)
+        if m and m[1] in HEAD_PARTS:
+            mask = torch.zeros(p.shape, dtype=torch.bool)
+            mask[head] = True
+            out[name] = mask
+    return out
+
+
+def param_masks(model: nn.Module, restriction: str) -> dict[str, Tensor | None]:
+    """devinterp ParamMasks for 'full' or a head: name -> bool mask (None: the whole tensor).
+
+    Heads come from devinterp's `create_param_masks(model, "l0h3")`; they are checked against
+    the head's own slices and replaced by those if devinterp ever selected anything else.
+    """
+    _, _, create_param_masks, _ = _devinterp()
+    canon = canonical_restriction(restriction, model.cfg.n_layers, model.cfg.n_heads)
+    if canon == "full":
+        return create_param_masks(model, "full")
+    layer, head = (int(x) for x in re.fullmatch(r"L(\d+)H(\d+)", canon).groups())
+    own = _own_head_masks(model, layer, head)
+    try:
+        theirs = create_param_masks(model, canon.lower())
+    except ValueError:
+        return own
+    same = set(theirs) == set(own) and all(
+        theirs[n] is not None and torch.equal(theirs[n].expand_as(own[n]).bool(), own[n]) for n in own)
+    return {n: theirs[n].expand_as(own[n]).contiguous() for n in own} if same else own
+
+
+def _n_selected(model: nn.Module, masks: dict[str, Tensor | None]) -> int:
+    params = dict(model.named_parameters())
+    return sum(params[n].numel() if m is None else int(m.sum()) for n, m in masks.items())
+
+
+# ---------------------------------------------------------------------------- the objective
+def output_token_loss(
+    model: nn.Module, input_ids: Int[Tensor, "b seq"], loss_pos: tuple[int, ...]
+) -> Float[Tensor, "b seq-1"]:
+    """Each example's mean output cross-entropy, broadcast over devinterp's [batch, seq - 1] shape.
+
+    The mean over the result (devinterp's reduction) equals `interp.metrics.batch_loss`.
+    """
+    first, last = loss_pos[0], loss_pos[-1]
+    logits = model(input_ids[:, : last + 1])[:, first : last + 1]
+    targets = input_ids[:, first + 1 : last + 2]
+    per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+    per_example = per_token.view(len(input_ids), -1).mean(-1)
+    return per_example.unsqueeze(1).expand(-1, input_ids.shape[1] - 1)
+
+
+class _Examples(torch.utils.data.Dataset):
+    """Rows of a token tensor as devinterp's {"input_ids": ...} records."""
+
+    def __init__(self, input_ids: Tensor):
+        self.input_ids = input_ids
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def __getitem__(self, i: int) -> dict[str, Tensor]:
+        return {"input_ids": self.input_ids[i]}
+
+
+@contextlib.contextmanager
+def _quiet_and_isolated(device: str):
+    """Restore the global RNGs devinterp reseeds, keep its progress bars off stderr, and use
+    deterministic kernels (CPU embedding gradients otherwise sum in a thread-dependent order)."""
+    np_state, py_state = np.random.get_state(), random.getstate()
+    cuda = [torch.device(device)] if torch.device(device).type == "cuda" else []
+    was = torch.are_deterministic_algorithms_enabled()
+    try:
+        with torch.random.fork_rng(devices=cuda), contextlib.redirect_stderr(io.StringIO()):
+            torch.use_deterministic_algorithms(True)
+            yield
+    finally:
+        torch.use_deterministic_algorithms(was)
+        np.random.set_state(np_state)
+        random.setstate(py_state)
+
+
+def sample_llc(
+    model: nn.Module,
+    input_ids: Tensor,
+    loss_fn: LossFn,
+    masks: dict[str, Tensor | None] | None = None,
+    *,
+    seed: int = 0,
+    chains: int = DEFAULTS["chains"],
+    draws: int = DEFAULTS["draws"],
+    burnin: int = DEFAULTS["burnin"],
+    epsilon: float = DEFAULTS["epsilon"],
+    gamma: float = DEFAULTS["gamma"],
+    n_beta: float | None = DEFAULTS["n_beta"],
+    batch_size: int = DEFAULTS["batch_size"],
+    init_loss_batches: int = DEFAULTS["init_loss_batches"],
+    device: str = "cpu",
+) -> dict:
+    """devinterp's LLC of any model: `input_ids` rows are the dataset, `loss_fn(model, ids)` the
+    per-token loss [batch, seq - 1]. Returns per-chain values, their mean and std, the init
+    loss, each chain's drift (n_beta times the change of its mean loss from the first to the
+    last quarter of steps: far from 0 means the chain has not settled) and n_beta."""
+    sample, compute_llc, _, default_nbeta = _devinterp()
+    for name, value in (("chains", chains), ("draws", draws), ("batch_size", batch_size),
+                        ("init_loss_batches", init_loss_batches)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InterpError(f"{name} must be a positive integer, got {value!r}")
+    if not isinstance(burnin, int) or burnin < 0:
+        raise InterpError(f"burnin must be a non-negative integer, got {burnin!r}")
+    if not epsilon > 0 or not gamma >= 0:
+        raise InterpError(f"epsilon must be > 0 and gamma >= 0, got epsilon={epsilon!r}, gamma={gamma!r}")
+    if batch_size > len(input_ids):
+        raise InterpError(f"batch_size {batch_size} exceeds the {len(input_ids)} examples available")
+    if input_ids.ndim != 2 or input_ids.shape[1] < 2:
+        raise InterpError(f"input_ids must be [examples, length >= 2], got shape {tuple(input_ids.shape)}")
+    nb = float(default_nbeta(batch_size)) if n_beta is None else float(n_beta)
+    if not nb > 0:
+        raise InterpError(f"n_beta must be positive, got {n_beta!r}")
+    init_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=torch_generator(seed, "llc")))
+    with warnings.catch_warnings(record=True) as caught, _quiet_and_isolated(device), \
+            tempfile.TemporaryDirectory(prefix="interp-llc-") as tmp:
+        warnings.simplefilter("always")
+        samples = sample(
+            model, _Examples(input_ids.cpu()), {}, lr=epsilon, n_beta=nb, param_masks=masks,
+            num_chains=chains, num_draws=draws, batch_size=batch_size, num_burnin_steps=burnin,
+            num_init_loss_batches=init_loss_batches, init_seed=init_seed, localization=gamma,
+            device=device, output_path=Path(tmp) / "samples.zarr", loss_fn=loss_fn,
+        )
+        result = compute_llc(samples)
+        per_chain = np.asarray(result["llc_per_chain"].values, dtype=np.float64)
+        trace = np.asarray(result["loss_trace"].values, dtype=np.float64)  # [chain, step]
+        init_loss = float(result["init_loss"].values)
+        llc_mean, llc_std = float(result["llc_mean"].values), float(result["llc_std"].values)
+    failed = [str(w.message) for w in caught if "Chain" in str(w.message) and "failed" in str(w.message)]
+    quarter = max(1, trace.shape[1] // 4)
+    drift = nb * (trace[:, -quarter:].mean(1) - trace[:, :quarter].mean(1))
+    return {"chain_values": per_chain, "llc_mean": llc_mean, "llc_std": llc_std, "init_loss": init_loss,
+            "drift": drift, "n_beta": nb, "failed": failed}
+
+
+# ---------------------------------------------------------------------------- run level
+def at_step(
+    run: Run,
+    step: int,
+    *,
+    model: nn.Module | None = None,
+    restrict: str | Sequence[str] = RESTRICT,
+    chains: int = DEFAULTS["chains"],
+    draws: int = DEFAULTS["draws"],
+    burnin: int = DEFAULTS["burnin"],
+    epsilon: float = DEFAULTS["epsilon"],
+    gamma: float = DEFAULTS["gamma"],
+    n_beta: float | None = DEFAULTS["n_beta"],
+    batch_size: int = DEFAULTS["batch_size"],
+    init_loss_batches: int = DEFAULTS["init_loss_batches"],
+    device: str = "cpu",
+) -> pd.DataFrame:
+    """LLC of the checkpoint at `step`, for the whole model and each restricted head.
+
+    Contract:
+      run, step   a saved checkpoint; `model` (optional) is that checkpoint already loaded
+                  (then `run.model(step)` is not called; devinterp samples deep copies of it).
+      restrict    "full" and/or heads "L0H3" (any case), a string or a list.
+      chains, draws, burnin, epsilon, gamma, n_beta, batch_size, init_loss_batches: DEFAULTS.
+    Returns one row per (step, restrict, chain) (tidy: per-chain values are rows):
+      step, restrict ("full" or "L0H3"), chain (0..chains-1), llc (that chain's estimate,
+      unitless), llc_mean and llc_std (over chains, devinterp's, std with ddof 0; repeated on
+      each row of the (step, restrict)), drift (n_beta * change of the chain's mean loss from
+      its first to its last quarter; near 0 when it settled), init_loss (nats at w0),
+      n_params (parameters sampled), and the settings (n_beta resolved to its value).
+    Chains of different steps and restrictions share seeds (common random numbers).
+    """
+    step = run.resolve_step(step)
+    if model is None:
+        model = run.model(step, device=device)
+    task = run.task
+    loss_pos = task.layout.loss_pos
+    input_ids = task.tokens[:, : loss_pos[-1] + 2]
+    names = _restrictions(restrict, model.cfg.n_layers, model.cfg.n_heads)
+    frames = []
+    for name in names:
+        masks = param_masks(model, name)
+        res = sample_llc(
+            model, input_ids, lambda m, ids: output_token_loss(m, ids, loss_pos), masks, seed=run.spec.seed,
+            chains=chains, draws=draws, burnin=burnin, epsilon=epsilon, gamma=gamma, n_beta=n_beta,
+            batch_size=batch_size, init_loss_batches=init_loss_batches, device=device,
+        )
+        frames.append(pd.DataFrame({
+            "step": step, "restrict": name, "chain": np.arange(chains), "llc": res["chain_values"],
+            "llc_mean": res["llc_mean"], "llc_std": res["llc_std"], "drift": res["drift"],
+            "init_loss": res["init_loss"], "n_params": _n_selected(model, masks), "chains": chains,
+            "draws": draws, "burnin": burnin, "epsilon": epsilon, "gamma": gamma, "n_beta": res["n_beta"],
+            "batch_size": batch_size,
+        }))
+    return pd.concat(frames, ignore_index=True)[list(COLUMNS)]
+
+
+def across(
+    run: Run,
+    steps: int | str | Iterable | None = None,
+    restrict: str | Sequence[str] = RESTRICT,
+    progress: bool = False,
+    **params,
+) -> pd.DataFrame:
+    """`at_step` over `steps` (None: every saved step; ints; "pre,mid,post"), concatenated.
+
+    Contract: params are those of `at_step` (chains, draws, burnin, epsilon, gamma, n_beta,
+    batch_size, init_loss_batches, device); returns the rows and columns of `at_step`.
+    """
+    unknown = set(params) - set(DEFAULTS) - {"device"}
+    if unknown:
+        raise InterpError(f"unknown LLC parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}, device")
+    chosen = select_steps(run, steps)
+    return pd.concat([at_step(run, s, restrict=restrict, **params)
+                      for s, _ in steps_progress(chosen, "llc", progress)], ignore_index=True)
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per (step, restrict): llc_mean, llc_std and the relative spread llc_std / |llc_mean|."""
+    if table.empty:
+        raise InterpError("LLC summary: the table is empty")
+    out = table.groupby(["step", "restrict"], sort=False).agg(
+        llc_mean=("llc_mean", "first"), llc_std=("llc_std", "first"), drift=("drift", "mean")).reset_index()
+    out["rel_spread"] = out["llc_std"] / out["llc_mean"].abs()
+    return out
