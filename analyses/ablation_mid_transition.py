@@ -16,10 +16,14 @@ run, out = parse(__doc__.splitlines()[0])
 suite = run_suite(run, only="sensitivity,ablation", progress=False)
 head = sensitivity.routing_head(suite.tables["sensitivity"])
 abl = suite.tables["ablation"]
-mine = abl[abl["component"] == head].set_index("label")
+mine = abl[(abl["component"] == head) & (abl["method"] == "zero")].set_index("label")
 paper = {"pre": "+0.02", "mid": "+1.41", "post": "+3.65"}
 print(f"{run.path}: zero-ablating the routing head {head} (change in candidate loss, nats)")
 for label, when in (("pre", "tau/4"), ("mid", "tau"), ("post", "2 tau")):
+    if label not in mine.index:
+        note = next((n for n in suite.notes if n.startswith(label)), "not analysed")
+        print(row(f"{label} ({when})", note, paper[label]))
+        continue
     r = mine.loc[label]
     print(row(f"{label} ({when}, step {r['step']})", f"{r['delta_loss_cand']:+.2f}", paper[label]))
 path = out / "ablation_mid_transition.html"

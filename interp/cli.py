@@ -200,21 +200,43 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from interp.runs import Run
     from interp.summary import run_summary
 
+    from interp.sweeps.sweep import Sweep
+
     root = Path(args.folder)
     if not root.is_dir():
         raise InterpError(f"no folder at {root}")
-    paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
+    if Sweep.is_sweep(root):
+        paths = sorted(p for p in root.iterdir() if Run.is_run(p))
+        sweeps = []
+    else:
+        paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
+        sweeps = sorted(p for p in root.iterdir() if Sweep.is_sweep(p))
     summaries, broken = [], []
     for path in paths:
         try:
             summaries.append(run_summary(Run.open(path)))
         except InterpError as exc:
             broken.append((path, str(exc)))
+    sweep_rows = []
+    for path in sweeps:
+        try:
+            sweep = Sweep.open(path)
+            states = [sweep.state_of(name)[0] for name, _, _ in sweep.points()]
+            sweep_rows.append({"path": str(path), "kind": "sweep", "runs": len(states),
+                               **{state: states.count(state) for state in ("done", "running", "failed")},
+                               "axes": sweep.spec.fields})
+        except InterpError as exc:
+            broken.append((path, str(exc)))
     if args.json:
-        print(json.dumps(summaries + [{"path": str(p), "error": e} for p, e in broken], indent=2))
+        print(json.dumps(summaries + sweep_rows + [{"path": str(p), "error": e} for p, e in broken], indent=2))
         return 1 if broken else 0
+    if not summaries and not broken and not sweep_rows:
+        print(f"no runs or sweeps in {root}")
+        return 0
+    for row in sweep_rows:
+        print(f"{Path(row['path']).name:<24} sweep: {row['runs']} runs ({row['done']} done, {row['running']} running, "
+              f"{row['failed']} failed), axes {', '.join(row['axes'])}")
     if not summaries and not broken:
-        print(f"no runs in {root}")
         return 0
     header = f"{'run':<24} {'direction':<9} {'K':>3} {'D':>7} {'seed':>4} {'ckpts':>5} {'last':>7} " \
              f"{'tau_half':>8} {'final Lc/logK':>13}"
@@ -328,6 +350,108 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- sweep
+def _add_sweep_value_flags(parser: argparse.ArgumentParser) -> None:
+    """One --flag per spec field, taking one value (the base) or a comma list (a grid axis)."""
+    from interp.spec import SECTIONS
+
+    parser.add_argument("--seed", dest="seed", metavar="S[,S...]", help="seed(s): a list is a grid axis")
+    for section, cls in SECTIONS.items():
+        group = parser.add_argument_group(f"{section} fields: one value sets the base, a comma list is an axis")
+        for f in dataclasses.fields(cls):
+            group.add_argument("--" + f.name.replace("_", "-"), dest=f"{section}.{f.name}", metavar="V[,V...]")
+
+
+def _sweep_spec(args: argparse.Namespace):
+    """The SweepSpec of the command line: a run or sweep preset, flags and --grid / --point axes."""
+    from interp.presets import PRESETS, preset
+    from interp.spec import dotted_names
+    from interp.sweeps.presets import SWEEP_PRESETS
+    from interp.sweeps.sweep import SweepSpec, parse_axis, parse_value
+
+    name = args.preset or DEFAULT_PRESET
+    if name in SWEEP_PRESETS:
+        spec = SWEEP_PRESETS[name]
+    elif name in PRESETS:
+        spec = SweepSpec(base=preset(name))
+    else:
+        raise InterpError(f"unknown preset {name!r}; runs: {', '.join(PRESETS)}; sweeps: {', '.join(SWEEP_PRESETS)}")
+    base, grid = spec.base, dict(spec.grid)
+    for dotted in dotted_names():
+        text = getattr(args, dotted, None)
+        if text is None:
+            continue
+        values = [parse_value(dotted, v) for v in text.split(",") if v.strip()]
+        if not values:
+            raise InterpError(f"--{dotted.rpartition('.')[2].replace('_', '-')} has no value")
+        if len(values) == 1 and "," not in text:
+            base = base.replace(dotted, values[0])
+        else:
+            grid[dotted] = tuple(values)
+    for text in args.grid or []:
+        field, values = parse_axis(text)
+        grid[field] = tuple(values)
+    points = list(spec.points)
+    for text in args.point or []:
+        point = {}
+        for item in text.split(","):
+            field, _, value = item.partition("=")
+            if not _:
+                raise InterpError(f"a point is FIELD=V,FIELD=V (e.g. task.k=10,seed=1), got {text!r}")
+            point[field.strip()] = parse_value(field.strip(), value)
+        points.append(point)
+    fixed_d = args.fixed_d if args.fixed_d is not None else spec.fixed_d
+    return SweepSpec(base=base, grid=tuple(grid.items()), points=tuple(points), fixed_d=fixed_d, name=spec.name)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from interp.sweeps.sweep import Sweep, train_sweep
+
+    target = list(args.target)
+    if target[:1] == ["status"]:
+        if len(target) != 2:
+            raise InterpError("usage: interp sweep status SWEEP_FOLDER")
+        sweep = Sweep.open(target[1])
+        if args.json:
+            print(sweep.table().to_json(orient="records"))
+        else:
+            for line in sweep.status_lines():
+                print(line)
+        return 0
+    if len(target) > 1:
+        raise InterpError(f"interp sweep takes one sweep folder, got {' '.join(target)}")
+    from interp.devices import check_device
+
+    device = check_device(args.device)
+    folder = target[0] if target else args.out
+    if folder is None:
+        raise InterpError("give the sweep folder: interp sweep SWEEP_FOLDER, or --out SWEEP_FOLDER to create one")
+    if target and args.out and Path(args.out) != Path(target[0]):
+        raise InterpError("give the sweep folder once (either as the argument or as --out)")
+    defines = args.preset is not None or args.grid or args.point or args.fixed_d is not None or any(
+        getattr(args, d, None) is not None for d in _dotted())
+    if defines or not Sweep.is_sweep(folder):
+        sweep = Sweep.create(folder, _sweep_spec(args))
+    else:
+        sweep = Sweep.open(folder)
+    n = len(sweep.points())
+    print(f"sweep {sweep.path}: {n} runs ({args.backend}"
+          + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
+    outcome = train_sweep(sweep, backend=args.backend, workers=args.workers, threads=args.threads_per_run,
+                          device=device, address=args.address, cpus_per_run=args.cpus_per_run,
+                          gpus_per_run=args.gpus_per_run, progress=not args.quiet)
+    states = [sweep.state_of(name)[0] for name, _, _ in sweep.points()]
+    print(f"{states.count('done')} of {n} runs done, {states.count('failed')} failed "
+          f"(interp sweep status {sweep.path})", file=sys.stderr)
+    return 1 if outcome.failed or "failed" in states else 0
+
+
+def _dotted() -> list[str]:
+    from interp.spec import dotted_names
+
+    return dotted_names()
+
+
 # ---------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     from interp.presets import PRESETS
@@ -384,7 +508,33 @@ def build_parser() -> argparse.ArgumentParser:
                            help="first train the run again from its stored spec (replaces it when done)")
         p.set_defaults(func=cmd_report if name == "report" else cmd_timeline)
 
-    p = sub.add_parser("ls", help="one line per run in a folder")
+    from interp.sweeps.executors import BACKENDS
+
+    p = sub.add_parser("sweep", help="create, extend, train or show a sweep (a family of runs)",
+                       description="interp sweep --preset tiny --grid task.k=5,10,20 --seed 0,1 --out sweeps/k; "
+                                   "interp sweep sweeps/k (again: skips finished runs, resumes interrupted ones); "
+                                   "interp sweep status sweeps/k. Exit status 1 when a run failed.")
+    p.add_argument("target", nargs="*", help="SWEEP_FOLDER, or: status SWEEP_FOLDER")
+    p.add_argument("--preset", help=f"a run preset (the base) or a sweep preset (default: {DEFAULT_PRESET})")
+    p.add_argument("--out", help="sweep folder to create or extend")
+    p.add_argument("--grid", action="append", metavar="FIELD=V1,V2", help="a grid axis by dotted field "
+                   "(task.k, task.n_bases, train.lr, train.batch_size, seed, task.direction, model.n_layers, ...)")
+    p.add_argument("--point", action="append", metavar="FIELD=V,FIELD=V", help="an explicit point (repeatable)")
+    p.add_argument("--fixed-d", type=_positive_int, help="fixed dataset size D: n_bases = D / K for each K")
+    p.add_argument("--backend", default="local", choices=list(BACKENDS), help="where runs train (default: local)")
+    p.add_argument("--workers", type=_positive_int, default=1, help="local processes (default: 1)")
+    p.add_argument("--threads-per-run", type=_positive_int,
+                   help="torch threads of each run (default: cores / workers; weights depend on it on the CPU)")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
+    p.add_argument("--cpus-per-run", type=float, default=1, help="Ray: CPUs per run (default: 1)")
+    p.add_argument("--gpus-per-run", type=float, default=0, help="Ray: GPUs per run (default: 0)")
+    p.add_argument("--device", default="cpu", help="torch device of every run (default: cpu)")
+    p.add_argument("--json", action="store_true", help="status: the table as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_sweep_value_flags(p)
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("ls", help="one line per run or sweep in a folder")
     p.add_argument("folder", nargs="?", default="checkpoints")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_ls)

@@ -7,7 +7,6 @@ changing the seed changes the data, the initialisation and the batch order at on
 import hashlib
 
 import numpy as np
-import torch
 
 STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "hessian", "llc", "bootstrap")
 
@@ -20,8 +19,11 @@ def derive_seed(seed: int, stream: str) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def torch_generator(seed: int, stream: str) -> torch.Generator:
-    """A CPU torch generator for `stream` (CPU so results do not depend on the device)."""
+def torch_generator(seed: int, stream: str):
+    """A CPU torch.Generator for `stream` (CPU so results do not depend on the device).
+    torch is imported here, so that the numpy streams need none of it."""
+    import torch
+
     gen = torch.Generator(device="cpu")
     gen.manual_seed(derive_seed(seed, stream))
     return gen

@@ -208,6 +208,7 @@ class TrainSpec:
     densify: bool = True  # save at every evaluation while the candidate loss is in transition
     dense_until: int = 0  # also save at every evaluation up to this step (0: off)
     stop_after_snap: int | None = None  # stop this many steps after the snap (None: run all steps)
+    stop_after_exact: int | None = None  # stop this many steps after exact match first reaches 0.99
     checkpoint_dtype: str = "float32"  # float16 halves a checkpoint series (weights rounded;
     # the resume state stays float32, so resuming is still exact)
 
@@ -219,8 +220,9 @@ class TrainSpec:
         check_int("checkpoint_every", self.checkpoint_every, minimum=1)
         check_int("warmup_steps", self.warmup_steps, minimum=0)
         check_int("dense_until", self.dense_until, minimum=0)
-        if self.stop_after_snap is not None:
-            check_int("stop_after_snap", self.stop_after_snap, minimum=0)
+        for name in ("stop_after_snap", "stop_after_exact"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), minimum=0)
         check_float("lr", self.lr, low=0, low_open=True)
         check_float("weight_decay", self.weight_decay, low=0)
         check_float("beta1", self.beta1, low=0, high=1, high_open=True)

@@ -29,12 +29,14 @@ from interp.spec import TrainSpec
 from interp.task import VOCAB_SIZE, Task
 from interp.transition import LEAVE_FRACTION, SNAP_FRACTION
 
+EXACT_THRESHOLD = 0.99  # stop_after_exact counts from the first evaluation with exact match >= this
+
 
 @dataclass
 class TrainResult:
     run: Run
     last_step: int
-    stopped_early: bool  # stopped `stop_after_snap` steps after the snap
+    stopped_early: bool  # stopped `stop_after_snap` steps after the snap (or `stop_after_exact`)
     seconds: float
 
 
@@ -120,9 +122,16 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     # a torn last line (a crash mid-write) and rows after the resume point are dropped
     run.rewrite_metrics(start if resume is not None else -1)
     run.clear_status()
-    logged = run.metric_series("loss_cand")
+    logged = run.metric_series("loss_cand", "acc_exact")
     history = [float(v) for v in logged["loss_cand"]]
     snap = next((s for s, v in zip(logged["step"], history) if v < SNAP_FRACTION * log_k), None)
+    exact = next((s for s, v in zip(logged["step"], logged["acc_exact"]) if v >= EXACT_THRESHOLD), None)
+
+    def stop_due(step: int) -> bool:
+        """Stop `stop_after_snap` steps after the snap, or `stop_after_exact` after exact match >= 0.99."""
+        return ((tspec.stop_after_snap is not None and snap is not None and step >= snap + tspec.stop_after_snap)
+                or (tspec.stop_after_exact is not None and exact is not None
+                    and step >= exact + tspec.stop_after_exact))
     began = time.perf_counter()
     seconds = lambda: round(base_seconds + time.perf_counter() - began, 3)  # noqa: E731
     last_checkpoint = start if resume is not None else None
@@ -146,9 +155,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     if torch.device(device).type == "cpu":
         torch.use_deterministic_algorithms(True)
     end = tspec.steps if stop_at is None else min(stop_at, tspec.steps)
-    stopped_early = (
-        tspec.stop_after_snap is not None and snap is not None and start >= snap + tspec.stop_after_snap
-    )
+    stopped_early = stop_due(start)
     if stopped_early:
         end = start  # this run already stopped after its snap: nothing left to do
     bar = tqdm(total=tspec.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True,
@@ -184,9 +191,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
             bar.update(1)
 
             scheduled = scheduled_checkpoint(step, tspec)
-            early_stop = (
-                tspec.stop_after_snap is not None and snap is not None and step >= snap + tspec.stop_after_snap
-            )
+            early_stop = stop_due(step)
             if step % tspec.eval_every and not scheduled and not early_stop:
                 continue
             row = evaluate(step, lr, float(running) / max(n_running, 1))
@@ -197,6 +202,8 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
             history.append(row["loss_cand"])
             if snap is None and row["loss_cand"] < SNAP_FRACTION * log_k:
                 snap = step
+            if exact is None and row["acc_exact"] >= EXACT_THRESHOLD:
+                exact = step
             if scheduled or dense or early_stop:
                 checkpoint(step)
             bar.set_postfix_str(f"Lc/logK={row['loss_cand'] / log_k:.3f} dz={row['shuffle_gap']:.3f}")

@@ -10,16 +10,17 @@ from pathlib import Path
 import pytest
 
 from interp.analysis import ablation, sensitivity
-from interp.analysis.common import select_steps
 from interp.presets import preset
 from interp.runs import Run
+from interp.timelines import timeline
 from interp.transition import rise_onset, tau
 from tests.test_tiny_preset import assert_plateau_then_snap
 
 DEMO = Path(__file__).resolve().parents[1] / "checkpoints" / "demo"
 # the documented command: interp train --preset tiny --out checkpoints/demo --checkpoint-dtype float16
-#   --checkpoint-every 200 --no-early-checkpoints --eval-every 50
-DEMO_FLAGS = dict(checkpoint_dtype="float16", checkpoint_every=200, early_checkpoints=False, eval_every=50)
+#   --checkpoint-every 100 --no-early-checkpoints --no-densify --dense-until 350
+DEMO_FLAGS = dict(checkpoint_dtype="float16", checkpoint_every=100, early_checkpoints=False, densify=False,
+                  dense_until=350)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,8 @@ def test_demo_is_the_tiny_preset_with_its_documented_flags(demo):
 
 
 def test_every_demo_checkpoint_loads_and_is_verified(demo):
-    assert len(demo.steps) >= 12
+    assert len(demo.steps) >= 20
+    assert [s for s in demo.steps if s <= 350] == list(range(0, 351, 25))  # onsets timed to 25 steps
     for step in demo.steps:
         demo.state_dict(step)  # raises on a hash mismatch
     total = sum(p.stat().st_size for p in (DEMO / "checkpoints").iterdir())
@@ -66,10 +68,38 @@ def test_routing_head_rises_before_tau(demo, sens):
 
 def test_zero_ablating_the_routing_head_after_the_snap_costs_more_than_half_log_k(demo, sens):
     head = sensitivity.routing_head(sens)
-    ((post, _),) = select_steps(demo, "post")
-    table = ablation.at_step(demo, post, method="zero", n_examples=128)
+    post = demo.steps[-1]  # 2 tau lies beyond the demo: its last step is after the snap
+    table = ablation.at_step(demo, post, methods="zero", n_examples=128)
     row = table.set_index("component").loc[head]
     assert row["delta_loss_cand"] > 0.5 * demo.log_k
     # and it is the head whose removal hurts most
     heads_only = table[table["head"].notna()]
     assert heads_only.loc[heads_only["delta_loss_cand"].idxmax(), "component"] == head
+
+
+@pytest.fixture(scope="module")
+def tl(demo, tmp_path_factory):
+    import shutil
+
+    copy = tmp_path_factory.mktemp("demo") / "demo"
+    shutil.copytree(DEMO, copy, ignore=shutil.ignore_patterns("cache"))
+    return timeline(Run.open(copy))
+
+
+def test_the_routing_head_carries_z_before_z_is_used(tl):
+    carried = [tl.event("carried_attn"), tl.event("carried_share")]
+    used = [tl.event("used_ablation"), tl.event("used_patching")]
+    assert None not in carried + used, tl.events
+    assert max(carried) < min(used) < tl.tau
+    events = tl.events.set_index("event")
+    for name, step in zip(("carried_attn", "carried_share", "used_ablation", "used_patching"), carried + used):
+        assert events.loc[name, "lead"] == pytest.approx((tl.tau - step) / tl.tau)
+
+
+def test_the_timeline_marks_the_events_where_the_analysis_puts_them(tl):
+    fig = tl.figure()
+    marks = {s.name[len("event "):]: s.x0 for s in fig.layout.shapes if (s.name or "").startswith("event ")}
+    assert marks == {r.event: int(r.step) for r in tl.events.dropna(subset=["step"]).itertuples()}
+    usage = tl.usage.sort_values("step")
+    first = usage[usage["resample_delta_loss_cand"] > 0.1]["step"].min()
+    assert tl.event("used_ablation") >= first  # held for the onset's checkpoints, so never earlier

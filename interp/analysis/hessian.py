@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
-from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 from torch import Tensor, nn
 from torch.func import functional_call
 
@@ -350,6 +349,10 @@ def extreme_eigenpairs(
     recomputed with one extra matvec per pair; pairs ARPACK did not converge on come back as
     NaN with converged=False instead of raising.
     """
+    try:
+        from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
+    except ImportError:
+        raise InterpError("the Hessian extremes need scipy: pip install -e '.[landscape]'") from None
     if which not in ("LA", "SA"):
         raise InterpError(f"which must be 'LA' (top) or 'SA' (bottom), got {which!r}")
     if not isinstance(k, int) or not 1 <= k < dim:

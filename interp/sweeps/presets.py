@@ -1,0 +1,39 @@
+"""Named sweeps: the paper's families of runs, and small ones calibrated for 2 CPU cores.
+
+The `-tiny` sweeps finish on this project's 2-core CPU with 2 workers in at most 30 minutes
+each (their wall times are in docs/scaling.md); the `paper-` sweeps are the paper's own
+designs, for a GPU or a cluster (their expected compute is in the README).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from interp.presets import preset
+from interp.spec import RunSpec
+from interp.sweeps.sweep import SweepSpec
+
+
+def _train(spec: RunSpec, **values) -> RunSpec:
+    return replace(spec, train=replace(spec.train, **values))
+
+
+_PAPER = preset("paper")
+# the paper's runs stop once the plateau is over: no need for its full 10,000 steps each
+_PAPER_SWEEP = _train(_PAPER, steps=50_000, stop_after_snap=500, checkpoint_every=1000, early_checkpoints=False)
+
+SWEEP_PRESETS: dict[str, SweepSpec] = {
+    # K = 3..36 at n_bases = 1000 (D = 3k..36k), one seed per point as in the paper, plus replicates
+    "paper-scaling": SweepSpec(base=_PAPER_SWEEP, grid=(("task.k", (3, 5, 7, 10, 13, 15, 17, 20, 25, 30, 36)),
+                                                        ("seed", (0, 1, 2))), name="paper-scaling"),
+    "paper-fixed-d": SweepSpec(base=_PAPER_SWEEP, grid=(("task.k", (5, 10, 20, 36)), ("seed", (0, 1, 2))),
+                               fixed_d=10_080, name="paper-fixed-d"),
+    "paper-lr": SweepSpec(base=replace(_PAPER_SWEEP, task=replace(_PAPER_SWEEP.task, k=20)),
+                          grid=(("train.lr", (3e-4, 5e-4, 1e-3, 2e-3, 5e-3)), ("seed", (0, 1))), name="paper-lr"),
+    "paper-batch": SweepSpec(base=replace(_PAPER_SWEEP, task=replace(_PAPER_SWEEP.task, k=20)),
+                             grid=(("train.batch_size", (32, 64, 128, 256, 512)), ("seed", (0, 1))),
+                             name="paper-batch"),
+    "paper-asymmetry": SweepSpec(base=_train(_PAPER_SWEEP, stop_after_snap=None, stop_after_exact=500, steps=50_000),
+                                 grid=(("task.direction", ("bz_to_a", "a_to_b")), ("seed", (0, 1, 2))),
+                                 name="paper-asymmetry"),
+}

@@ -1,0 +1,458 @@
+"""SweepSpec and Sweep: a family of runs as one object, on disk as ordinary run folders.
+
+A sweep folder holds `sweep.json` (the base RunSpec and the axes) and one run folder per
+point, so every run analysis works on a sweep's runs unchanged:
+
+    sweeps/k/sweep.json
+    sweeps/k/k5-nb300-s0/     an ordinary run folder (run.json, checkpoints/, ...)
+    sweeps/k/k10-nb300-s0/
+
+An axis is any RunSpec field by dotted name (`task.k`, `train.lr`, `seed`, ...). Axes combine
+as a grid (their product) and/or as explicit points (each a dict of fields); the fixed-D form
+sets `task.n_bases = D / K` for each K. Folder names are built from the point's values, so
+they are readable and stable. Running a sweep again skips finished runs and resumes
+interrupted ones (`interp.sweeps.executors`); adding values to an axis extends it, and a
+changed base spec is refused. The table (`Sweep.table()`) is computed from the run folders
+alone: one row per point with its axes, status, transition times and censoring flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import itertools
+import json
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from interp.errors import InterpError
+from interp.io import atomic_write_json
+from interp.runs import Run
+from interp.spec import SECTIONS, RunSpec, dotted_names
+
+SWEEP_FILE = "sweep.json"
+FORMAT = 1
+STATES = ("done", "running", "failed", "interrupted", "not started")
+# short names for folder names; other fields use their own name
+SHORT = {"task.k": "k", "task.n_bases": "nb", "seed": "s", "train.lr": "lr", "train.batch_size": "bs",
+         "task.direction": "dir", "model.n_layers": "nl", "model.d_model": "dm", "train.weight_decay": "wd",
+         "train.steps": "st", "task.len_a": "la", "task.len_b": "lb", "task.len_z": "lz"}
+ALWAYS = ("task.k", "task.n_bases", "seed")  # always in the folder name
+ACC_THRESHOLD = 0.99
+
+
+# ---------------------------------------------------------------------------- values
+def field_type(dotted: str) -> str:
+    """The declared type of a RunSpec field ("int", "float | None", "bool", "str")."""
+    if dotted == "seed":
+        return "int"
+    section, _, name = dotted.partition(".")
+    kind = SECTIONS.get(section)
+    for f in dataclasses.fields(kind) if kind else ():
+        if f.name == name:
+            return str(f.type)
+    raise InterpError(f"unknown field {dotted!r}; known: {', '.join(dotted_names())}")
+
+
+def parse_value(dotted: str, text) -> object:
+    """A command-line value of a field, as its declared type ("none" for optional fields)."""
+    if not isinstance(text, str):
+        return text
+    kind = field_type(dotted)
+    raw = text.strip()
+    if "None" in kind and raw.lower() == "none":
+        return None
+    base = kind.replace(" | None", "")
+    try:
+        if base == "int":
+            return int(raw)
+        if base == "float":
+            return float(raw)
+        if base == "bool":
+            if raw.lower() in ("true", "yes", "1", "on"):
+                return True
+            if raw.lower() in ("false", "no", "0", "off"):
+                return False
+            raise ValueError(raw)
+    except ValueError:
+        raise InterpError(f"{dotted}: {raw!r} is not a valid {base}") from None
+    return raw
+
+
+def parse_axis(text: str) -> tuple[str, list]:
+    """"task.k=5,10,20" -> ("task.k", [5, 10, 20])."""
+    name, sep, values = text.partition("=")
+    name = name.strip()
+    if not sep:
+        raise InterpError(f"an axis is FIELD=V1,V2,... (e.g. task.k=5,10,20), got {text!r}")
+    field_type(name)
+    items = [v for v in values.split(",") if v.strip()]
+    if not items:
+        raise InterpError(f"axis {name} has no values (give FIELD=V1,V2,...)")
+    return name, [parse_value(name, v) for v in items]
+
+
+def _token(value) -> str:
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, float):
+        text = f"{value:g}"
+    else:
+        text = str(value)
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", text)
+
+
+# ---------------------------------------------------------------------------- the spec
+@dataclass(frozen=True)
+class SweepSpec:
+    """A base RunSpec and how its points vary: grid axes (product), explicit points, fixed D."""
+
+    base: RunSpec
+    grid: tuple[tuple[str, tuple], ...] = ()  # (dotted field, values), combined as a product
+    points: tuple[dict, ...] = ()  # explicit points, each {dotted field: value}, times the grid
+    fixed_d: int | None = None  # with task.k among the axes: task.n_bases = fixed_d / k
+    name: str = ""  # a preset's name, for reports
+
+    def __post_init__(self):
+        object.__setattr__(self, "grid", tuple((f, tuple(v)) for f, v in self.grid))
+        object.__setattr__(self, "points", tuple(dict(p) for p in self.points))
+
+    @property
+    def fields(self) -> list[str]:
+        """Every field that varies (grid axes, point fields, n_bases for fixed D), in order."""
+        out = [f for f, _ in self.grid]
+        for point in self.points:
+            out += [f for f in point if f not in out]
+        if self.fixed_d is not None and "task.n_bases" not in out:
+            out.append("task.n_bases")
+        return out
+
+    def validate(self) -> None:
+        self.base.validate()
+        seen = set()
+        for name, values in self.grid:
+            field_type(name)
+            if name in seen:
+                raise InterpError(f"axis {name} is given twice")
+            seen.add(name)
+            if not values:
+                raise InterpError(f"axis {name} is empty")
+            if len(set(map(repr, values))) != len(values):
+                raise InterpError(f"axis {name} repeats a value: {list(values)}")
+        for point in self.points:
+            for name in point:
+                field_type(name)
+        if self.fixed_d is not None:
+            if not isinstance(self.fixed_d, int) or self.fixed_d < 2:
+                raise InterpError(f"fixed D must be an integer >= 2, got {self.fixed_d!r}")
+            ks = self._ks()
+            if not ks:
+                raise InterpError("a fixed-D sweep needs task.k as an axis (e.g. --k 3,5,10,20)")
+            bad = [k for k in ks if self.fixed_d % k]
+            if bad:
+                raise InterpError(f"D = {self.fixed_d} is not divisible by K = {', '.join(map(str, bad))}: "
+                                  f"n_bases = D / K must be a whole number")
+        if not self.combos():
+            raise InterpError("the sweep has no points")
+
+    def _ks(self) -> list[int]:
+        ks = [v for f, values in self.grid if f == "task.k" for v in values]
+        ks += [p["task.k"] for p in self.points if "task.k" in p]
+        return ks
+
+    def combos(self) -> list[dict]:
+        """Every point as {dotted field: value}, in a stable order."""
+        names = [f for f, _ in self.grid]
+        grid = [dict(zip(names, values)) for values in itertools.product(*(v for _, v in self.grid))]
+        out = []
+        for point in self.points or ({},):
+            for g in grid:
+                combo = {**point, **g}
+                if self.fixed_d is not None and "task.k" in combo:
+                    combo["task.n_bases"] = self.fixed_d // combo["task.k"]
+                out.append(combo)
+        return out
+
+    def spec_of(self, combo: dict) -> RunSpec:
+        spec = self.base
+        for name, value in combo.items():
+            spec = spec.replace(name, value)
+        return spec
+
+    def name_of(self, spec: RunSpec) -> str:
+        """The point's folder name: k, n_bases and seed always, then every other varying field."""
+        parts = [f"{SHORT[f]}{_token(spec.get(f))}" for f in ALWAYS]
+        for name in self.fields:
+            if name in ALWAYS:
+                continue
+            short = SHORT.get(name, name.rpartition(".")[2])
+            parts.append(f"{short}{_token(spec.get(name))}")
+        return "-".join(parts)
+
+    def runs(self) -> list[tuple[str, RunSpec, dict]]:
+        """(folder name, RunSpec, axis values) of every point; each spec validated, errors name the point."""
+        out, names = [], set()
+        for combo in self.combos():
+            try:
+                spec = self.spec_of(combo)
+                spec.validate()
+            except InterpError as exc:
+                where = ", ".join(f"{k}={v}" for k, v in combo.items())
+                raise InterpError(f"sweep point {where}: {exc}") from None
+            name = self.name_of(spec)
+            if name in names:
+                raise InterpError(f"two points of the sweep give the same run ({name})")
+            names.add(name)
+            out.append((name, spec, combo))
+        return out
+
+    def to_dict(self) -> dict:
+        return {"base": self.base.to_dict(), "grid": [{"field": f, "values": list(v)} for f, v in self.grid],
+                "points": [dict(p) for p in self.points], "fixed_d": self.fixed_d, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SweepSpec:
+        try:
+            return cls(base=RunSpec.from_dict(data["base"]),
+                       grid=tuple((a["field"], tuple(a["values"])) for a in data.get("grid", [])),
+                       points=tuple(data.get("points", [])), fixed_d=data.get("fixed_d"), name=data.get("name", ""))
+        except (KeyError, TypeError) as exc:
+            raise InterpError(f"not a sweep spec: {exc}") from None
+
+    def extended_by(self, new: SweepSpec) -> SweepSpec:
+        """This sweep with the values `new` adds; refuses a changed base spec or other axes."""
+        if new.base != self.base:
+            changed = [n for n in dotted_names() if new.base.get(n) != self.base.get(n)]
+            raise InterpError(f"the sweep's base spec differs from the stored one ({', '.join(changed)}); "
+                              f"a sweep's base cannot change: use another folder")
+        if [f for f, _ in new.grid] != [f for f, _ in self.grid] or new.fixed_d != self.fixed_d:
+            raise InterpError("the sweep's axes differ from the stored ones; only values can be added to an axis")
+        grid = tuple((f, tuple(dict.fromkeys([*old, *added])))
+                     for (f, old), (_, added) in zip(self.grid, new.grid))
+        points = list(self.points) + [p for p in new.points if p not in self.points]
+        return dataclasses.replace(self, grid=grid, points=tuple(points))
+
+
+# ---------------------------------------------------------------------------- the folder
+class Sweep:
+    """A sweep folder: its spec, its points' run folders and their table."""
+
+    def __init__(self, path: Path, spec: SweepSpec):
+        self.path = Path(path)
+        self.spec = spec
+
+    @classmethod
+    def open(cls, path: str | Path) -> Sweep:
+        path = Path(path)
+        file = path / SWEEP_FILE
+        if not file.is_file():
+            raise InterpError(f"{path} is not a sweep folder (it has no {SWEEP_FILE})")
+        try:
+            data = json.loads(file.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InterpError(f"{file} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise InterpError(f"{file} is not a sweep description of format {FORMAT}")
+        spec = SweepSpec.from_dict(data)
+        spec.validate()
+        return cls(path, spec)
+
+    @classmethod
+    def create(cls, path: str | Path, spec: SweepSpec) -> Sweep:
+        """Make (or extend) the sweep folder at `path`; every point is validated before writing."""
+        spec.validate()
+        spec.runs()
+        path = Path(path)
+        if str(path).strip() in ("", "."):
+            raise InterpError("the sweep folder must be a non-empty path")
+        if path.exists() and not path.is_dir():
+            raise InterpError(f"{path} is a file; a sweep needs a folder")
+        if (path / SWEEP_FILE).exists():
+            spec = cls.open(path).spec.extended_by(spec)
+            spec.runs()
+        elif path.exists() and any(path.iterdir()):
+            raise InterpError(f"{path} exists, is not empty and is not a sweep; choose another folder")
+        path.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path / SWEEP_FILE, {"format": FORMAT, **spec.to_dict(),
+                                              "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(
+                                                  timespec="seconds")})
+        return cls(path, spec)
+
+    @staticmethod
+    def is_sweep(path: str | Path) -> bool:
+        return (Path(path) / SWEEP_FILE).is_file()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def points(self) -> list[tuple[str, RunSpec, dict]]:
+        return self.spec.runs()
+
+    @property
+    def runs(self) -> list[Run]:
+        """The Run of each point that has a run folder (points not started yet have none)."""
+        return [Run.open(self.path / name) for name, _, _ in self.points() if Run.is_run(self.path / name)]
+
+    def run(self, name: str) -> Run:
+        return Run.open(self.path / name)
+
+    def state_of(self, name: str) -> tuple[str, str | None]:
+        """(status, error) of one point: done, running (its writer's lock is held), failed,
+        interrupted (checkpoints, not finished, nobody writing) or not started."""
+        path = self.path / name
+        if not Run.is_run(path):
+            return "not started", None
+        run = Run.open(path)
+        if run.writing:
+            return "running", None
+        status = run.status or {}
+        if status.get("state") == "done":
+            return "done", None
+        if status.get("state") == "failed":
+            return "failed", status.get("error")
+        return ("interrupted", None) if run.steps else ("not started", None)
+
+    def table(self):
+        """One row per point (pandas): axis values, K, D, direction, seed, lr, batch size, status,
+        error, steps run, tau_half, tau_window, t_start, t_end, plateau height, snap step, steps
+        to candidate accuracy >= 0.99 and to exact match >= 0.99, wall seconds, and a
+        `censored_<measure>` flag for every measure a finished run never reached (NaN value)."""
+        import pandas as pd
+
+        rows = []
+        for name, spec, combo in self.points():
+            state, error = self.state_of(name)
+            row = {"run": name, "status": state, "error": error, **combo}
+            row.update(_identity(spec))
+            row.update(_measures(self.path / name, spec, state))
+            rows.append(row)
+        df = pd.DataFrame(rows)
+        for column in ("steps_run",):
+            df[column] = df[column].astype("Int64")
+        return df
+
+    def status_lines(self) -> list[str]:
+        """One human line per run: axes, status, steps, tau, wall time."""
+        import pandas as pd
+
+        df = self.table()
+        lines = []
+        for r in df.to_dict("records"):
+            axes = " ".join(f"{f}={r[f]}" for f in self.spec.fields)
+            tau = "-" if _nan(r["tau_half"]) else f"{int(r['tau_half'])}"
+            if r.get("censored_tau_half"):
+                tau = f">{r['steps_run']}"
+            wall = "-" if _nan(r["wall_seconds"]) else f"{r['wall_seconds']:.0f} s"
+            steps = "-" if pd.isna(r["steps_run"]) else f"{r['steps_run']}/{r['planned_steps']}"
+            line = f"{r['run']:<28} {axes:<32} {r['status']:<12} steps {steps:<12} tau_half {tau:<7} wall {wall}"
+            if r["error"]:
+                line += f"  error: {r['error']}"
+            lines.append(line)
+        return lines
+
+
+def _nan(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _identity(spec: RunSpec) -> dict:
+    return {"k": spec.task.k, "n_bases": spec.task.n_bases, "D": spec.task.dataset_size,
+            "direction": spec.task.direction, "seed": spec.seed, "lr": spec.train.lr,
+            "batch_size": spec.train.batch_size, "planned_steps": spec.train.steps}
+
+
+MEASURES = ("tau_half", "tau_window", "t_start", "t_end", "plateau_height", "snap_step",
+            "steps_to_acc_cand_99", "steps_to_exact_99")
+CENSORABLE = ("tau_half", "tau_window", "snap_step", "steps_to_acc_cand_99", "steps_to_exact_99")
+
+
+def _first_at_least(steps: list[int], values: list[float], threshold: float) -> int | None:
+    for s, v in zip(steps, values):
+        if not _nan(v) and v >= threshold:
+            return s
+    return None
+
+
+def _measures(path: Path, spec: RunSpec, state: str) -> dict:
+    """Transition times of one run from its metrics log; a finished run that never reached a
+    threshold is censored (flag True, value NaN), never a silent NaN."""
+    from interp.summary import run_summary
+
+    out: dict = {m: math.nan for m in MEASURES}
+    out.update({f"censored_{m}": False for m in CENSORABLE})
+    out.update({"steps_run": None, "wall_seconds": math.nan})
+    if not Run.is_run(path):
+        out["censored"] = False
+        return out
+    run = Run.open(path)
+    summary = run_summary(run)
+    series = run.metric_series("acc_cand", "acc_exact")
+    out["steps_run"] = summary["last_evaluated"]
+    out["wall_seconds"] = math.nan if summary.get("wall_seconds") is None else float(summary["wall_seconds"])
+    has_cand = spec.task.direction in ("bz_to_a", "b_to_a")
+    values = {
+        "tau_half": summary["tau_half"], "tau_window": summary["tau_window"],
+        "t_start": summary["window_start"], "t_end": summary["window_end"],
+        "plateau_height": summary["plateau_height"], "snap_step": summary["snap_step"],
+        "steps_to_acc_cand_99": _first_at_least(series["step"], series["acc_cand"], ACC_THRESHOLD) if has_cand else None,
+        "steps_to_exact_99": _first_at_least(series["step"], series["acc_exact"], ACC_THRESHOLD),
+    }
+    for name, value in values.items():
+        out[name] = math.nan if value is None else float(value)
+    defined = {"tau_half": has_cand, "tau_window": has_cand, "snap_step": has_cand,
+               "steps_to_acc_cand_99": has_cand, "steps_to_exact_99": True}
+    for name in CENSORABLE:
+        out[f"censored_{name}"] = bool(state == "done" and defined[name] and values[name] is None)
+    out["censored"] = out["censored_tau_half"]
+    return out
+
+
+# ---------------------------------------------------------------------------- training a sweep
+def train_sweep(
+    sweep: Sweep,
+    backend: str = "local",
+    workers: int = 1,
+    threads: int | None = None,
+    device: str = "cpu",
+    address: str | None = None,
+    cpus_per_run: int | float = 1,
+    gpus_per_run: int | float = 0,
+    progress: bool = True,
+):
+    """Train every point of `sweep` that is not done yet, on `backend` ("local": a pool of
+    `workers` processes with `threads` torch threads each; "ray": Ray tasks). Finished runs are
+    skipped, interrupted ones resumed; a failed run is recorded and the others go on.
+    Returns the executor's Outcome (one result per trained point)."""
+    from tqdm.auto import tqdm
+
+    from interp.sweeps import executors
+
+    if backend not in executors.BACKENDS:
+        raise InterpError(f"unknown backend {backend!r}; allowed: {', '.join(executors.BACKENDS)}")
+    if not isinstance(workers, int) or workers < 1:
+        raise InterpError(f"workers must be a positive integer, got {workers!r}")
+    points = sweep.points()
+    todo = [(str(sweep.path / name), spec.to_dict()) for name, spec, _ in points
+            if sweep.state_of(name)[0] != "done"]
+    bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=f"sweep {sweep.name}", unit="run",
+               disable=not progress, dynamic_ncols=True)
+    failures = []
+
+    def on_result(result: dict) -> None:
+        if result["state"] == "failed":
+            failures.append(result["name"])
+            bar.write(f"interp: run failed: {result['name']}: {result['error']}", file=sys.stderr)
+        bar.update(1)
+        bar.set_postfix_str(f"{len(failures)} failed" if failures else "")
+
+    try:
+        if backend == "ray":
+            return executors.run_ray(todo, address=address, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run,
+                                     device=device, on_result=on_result)
+        return executors.run_local(todo, workers=workers, threads=threads, device=device, on_result=on_result)
+    finally:
+        bar.close()
