@@ -1,11 +1,16 @@
-"""Training throughput of a preset (default: paper), in optimizer steps per second.
+"""Training throughput of a preset: eager, compiled (torch.compile) and the FLOP bound, side by side.
 
-    python benchmarks/train_throughput.py                 # paper preset, batch 128, CPU
+    python benchmarks/train_throughput.py                        # paper preset, batch 128, CPU
     python benchmarks/train_throughput.py --preset tiny --steps 100 --device cuda
+    python benchmarks/train_throughput.py --no-compile           # eager only
 
 Times the same inner loop `interp.train` runs (batch sampling, forward, backward, AdamW,
-deterministic algorithms on the CPU), without evaluation or checkpoints, after a few
-warm-up steps. Prints one JSON line.
+deterministic algorithms on the CPU), without evaluation or checkpoints, after warm-up steps.
+The compiled loop's first step (the compile) is timed on its own. The FLOP bound is the
+step's matrix-product FLOPs (6 x matmul parameters x tokens, plus attention) over the rate a
+large float32 matrix product reaches here with the same threads. It also checks that eager
+and compiled training agree: the largest weight difference after the timed steps. Prints
+one JSON line.
 """
 
 from __future__ import annotations
@@ -22,6 +27,67 @@ from interp.model import build_model, count_params
 from interp.presets import preset
 from interp.seeding import torch_generator
 from interp.task import VOCAB_SIZE, Task
+from interp.train import compiled
+
+
+def step_flops(spec, batch: int) -> float:
+    """Matrix-product FLOPs of one training step (forward + backward = 3x forward)."""
+    m, n_ctx = spec.model, spec.task.sequence_length - 1  # inputs are cut after the last scored position
+    per_token = m.n_layers * (4 * m.d_model * m.n_heads * m.d_head + 2 * m.d_model * m.d_mlp
+                              + 2 * n_ctx * m.n_heads * m.d_head) + m.d_model * VOCAB_SIZE
+    return 3 * 2 * per_token * batch * n_ctx
+
+
+def matmul_rate(device: str, size: int = 2048, repeats: int = 10) -> float:
+    """GFLOP/s of a large float32 matrix product on `device`."""
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    for _ in range(3):
+        a @ b
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def timed_loop(spec, batch: int, device: str, compile_it: bool, warmup: int, steps: int) -> dict:
+    task = Task.generate(spec.task, spec.seed)
+    model = build_model(spec.model, task.layout.length, VOCAB_SIZE, seed=spec.seed, device=device)
+    forward = compiled(model) if compile_it else model
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
+    gen = torch_generator(spec.seed, "batches")
+    tokens = task.tokens.to(device)
+
+    def step() -> None:
+        idx = torch.randint(task.size, (batch,), generator=gen).to(device)
+        loss = batch_loss(forward, tokens[idx], task.layout.loss_pos)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def sync():
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    start = time.perf_counter()
+    step()
+    sync()
+    first = time.perf_counter() - start
+    for _ in range(warmup):
+        step()
+    sync()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    seconds = time.perf_counter() - start
+    return {"first_step_s": round(first, 2), "ms_per_step": round(1000 * seconds / steps, 1),
+            "steps_per_second": round(steps / seconds, 2), "params": {n: p.detach().clone()
+                                                                      for n, p in model.named_parameters()},
+            "n_params": count_params(model)}
 
 
 def main() -> None:
@@ -31,52 +97,33 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--no-compile", action="store_true", help="time eager training only")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="leave deterministic algorithms off (interp.train turns them on on the CPU)")
     args = parser.parse_args()
     deterministic = args.device == "cpu" and not args.nondeterministic
     torch.use_deterministic_algorithms(deterministic)
-
     spec = preset(args.preset)
     batch = args.batch_size or spec.train.batch_size
-    task = Task.generate(spec.task, spec.seed)
-    model = build_model(spec.model, task.layout.length, VOCAB_SIZE, seed=spec.seed, device=args.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
-    gen = torch_generator(spec.seed, "batches")
-    tokens = task.tokens.to(args.device)
-
-    def step() -> None:
-        idx = torch.randint(task.size, (batch,), generator=gen).to(args.device)
-        loss = batch_loss(model, tokens[idx], task.layout.loss_pos)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    for _ in range(args.warmup):
-        step()
-    if args.device.startswith("cuda"):
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    if args.device.startswith("cuda"):
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
-    print(json.dumps({
-        "benchmark": "train_throughput",
-        "preset": args.preset,
-        "params": count_params(model),
-        "batch_size": batch,
-        "device": args.device,
-        "threads": torch.get_num_threads(),
-        "deterministic": deterministic,
-        "steps": args.steps,
-        "seconds": round(seconds, 3),
-        "steps_per_second": round(args.steps / seconds, 2),
-        "ms_per_step": round(1000 * seconds / args.steps, 1),
-        "machine": platform.machine(),
-        "torch": torch.__version__,
-    }))
+    flops = step_flops(spec, batch)
+    rate = matmul_rate(args.device)
+    eager = timed_loop(spec, batch, args.device, False, args.warmup, args.steps)
+    out = {
+        "benchmark": "train_throughput", "preset": args.preset, "params": eager.pop("n_params"),
+        "batch_size": batch, "device": args.device, "threads": torch.get_num_threads(),
+        "deterministic": deterministic, "steps": args.steps,
+        "gflop_per_step": round(flops / 1e9, 2), "matmul_gflops": round(rate, 1),
+        "flop_bound_ms_per_step": round(1000 * flops / (rate * 1e9), 1),
+        "eager": {k: v for k, v in eager.items() if k != "params"},
+    }
+    if not args.no_compile:
+        comp = timed_loop(spec, batch, args.device, True, args.warmup, args.steps)
+        diff = max(float((comp["params"][n] - eager["params"][n]).abs().max()) for n in eager["params"])
+        out["compiled"] = {k: v for k, v in comp.items() if k not in ("params", "n_params")}
+        out["compiled"]["max_weight_diff_vs_eager"] = diff
+        out["compiled"]["speedup"] = round(eager["ms_per_step"] / comp["ms_per_step"], 2)
+    out.update({"machine": platform.machine(), "torch": torch.__version__})
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

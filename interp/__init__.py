@@ -32,7 +32,15 @@ _LAZY = {
 }
 
 
+# module aliases: `from interp import scaling`
+_MODULES = {"scaling": "interp.sweeps.scaling"}
+
+
 def __getattr__(name: str):
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'interp' has no attribute {name!r}")
@@ -42,7 +50,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_MODULES))
 
 
 def timeline(run, **kwargs):

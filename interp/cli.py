@@ -323,6 +323,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "report file (-o)")
     check_device(args.device)
+    from interp.sweeps.sweep import Sweep
+
+    if Sweep.is_sweep(args.run):
+        if args.retrain:
+            raise InterpError("--retrain retrains one run; a sweep is trained with: interp sweep " + args.run)
+        from interp.sweep_report import write_sweep_report
+
+        import time
+
+        start = time.perf_counter()
+        path = write_sweep_report(Sweep.open(args.run), Path(args.output), runs=args.runs, progress=not args.quiet)
+        print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
+        return 0
     Run.open(args.run)
     if args.retrain:
         _retrain(Path(args.run), args.quiet, args.device)
@@ -452,6 +465,30 @@ def _dotted() -> list[str]:
     return dotted_names()
 
 
+# ---------------------------------------------------------------------------- scaling
+def cmd_scaling(args: argparse.Namespace) -> int:
+    from interp.sweep_report import sweep_fits
+    from interp.sweeps.sweep import Sweep
+
+    sweep = Sweep.open(args.sweep)
+    table = sweep.table()
+    fits = sweep_fits(table, y=args.y)
+    if args.json:
+        print(json.dumps({"results": {k: v.to_dict() for k, v in fits.results.items()},
+                          "not_applicable": fits.problems, "warnings": fits.warnings}, indent=2))
+        return 0
+    counts = table["status"].value_counts().to_dict()
+    print(f"{sweep.path}: {len(table)} runs ({counts.get('done', 0)} done, "
+          f"{int(table['censored'].fillna(False).sum())} censored, {counts.get('failed', 0)} failed)")
+    for name, result in fits.results.items():
+        print(f"  {name:<10} {result.summary()}")
+    for name, why in fits.problems.items():
+        print(f"  {name:<10} n/a: {why}")
+    for line in fits.warnings:
+        print(f"interp: warning: {line}", file=sys.stderr)
+    return 0
+
+
 # ---------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     from interp.presets import PRESETS
@@ -493,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_analyze)
 
     for name, helptext, default in (
-        ("report", "write a self-contained HTML report of a run (every figure, summary table)", "report.html"),
+        ("report", "write a self-contained HTML report of a run or of a sweep (summary table, every figure)",
+         "report.html"),
         ("timeline", "write the circuit-formation timeline of a run as a self-contained HTML page",
          "timeline.html"),
     ):
@@ -506,6 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "report":
             p.add_argument("--retrain", action="store_true",
                            help="first train the run again from its stored spec (replaces it when done)")
+            p.add_argument("--runs", action="store_true",
+                           help="for a sweep: also write each done run's report beside it, linked from the table")
         p.set_defaults(func=cmd_report if name == "report" else cmd_timeline)
 
     from interp.sweeps.executors import BACKENDS
@@ -533,6 +573,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_sweep_value_flags(p)
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("scaling", help="the family-level fits of a sweep: scaling law, fixed D, noise, asymmetry")
+    p.add_argument("sweep", help="sweep folder")
+    p.add_argument("--y", default="tau_half", choices=["tau_half", "tau_window"], help="the plateau measure")
+    p.add_argument("--json", action="store_true", help="every fit as JSON")
+    p.set_defaults(func=cmd_scaling)
 
     p = sub.add_parser("ls", help="one line per run or sweep in a folder")
     p.add_argument("folder", nargs="?", default="checkpoints")

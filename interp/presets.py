@@ -6,7 +6,7 @@ from interp.errors import InterpError
 from interp.spec import ModelSpec, RunSpec, TaskSpec, TrainSpec
 
 PRESETS: dict[str, RunSpec] = {
-    # SPEC section 3: the paper's run (K = 10, D = 10,000, 4 layers x 4 heads, d_model 128).
+    # the paper's run (docs/definitions.md, "Model and training"): K = 10, D = 10,000, 4 layers x 4 heads.
     "paper": RunSpec(
         seed=0,
         task=TaskSpec(k=10, n_bases=1000),

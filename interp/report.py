@@ -124,7 +124,7 @@ def page(title: str, body: str) -> str:
     )
 
 
-def _write(path: Path, text: str) -> Path:
+def write_html(path: Path, text: str) -> Path:
     path = Path(path)
     atomic_write_bytes(path, text.encode("utf-8"))
     return path
@@ -256,7 +256,7 @@ def _summary_rows(run: Run, summary: dict, findings: dict) -> list[tuple[str, st
     return rows
 
 
-def _summary_table(rows: list[tuple[str, str]]) -> str:
+def summary_table(rows: list[tuple[str, str]]) -> str:
     cells = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return f"<table class=\"summary\" id=\"summary\">\n{cells}\n</table>"
 
@@ -476,7 +476,7 @@ def _sections(c: Context) -> list[Section]:
     return sections
 
 
-def _section_html(s: Section) -> str:
+def section_html(s: Section) -> str:
     head = f"<h2 id=\"section-{s.key}\">{html.escape(s.title)}</h2>"
     if s.problem:
         return (f"<section class=\"missing\" data-section=\"{s.key}\">{head}\n"
@@ -532,11 +532,11 @@ def write_report(
         f"{made} of {len(sections)} figures · analyses: {counts['misses']} computed, {counts['hits']} from cache · "
         f"{time.perf_counter() - start:.1f} s</p>",
         "<h2 id=\"section-summary\">Summary</h2>",
-        _summary_table(_summary_rows(run, summary, findings)),
+        summary_table(_summary_rows(run, summary, findings)),
         notes,
-        *(_section_html(s) for s in sections),
+        *(section_html(s) for s in sections),
     ])
-    return _write(Path(path), page(f"interp report: {run.name}", body))
+    return write_html(Path(path), page(f"interp report: {run.name}", body))
 
 
 def write_timeline(
@@ -553,4 +553,4 @@ def write_timeline(
     fig = tl.figure()
     body = (f"<h1>interp timeline: {html.escape(run.name)}</h1>\n"
             f"<figure class=\"report-figure\">{figure_html(fig, 'timeline')}</figure>")
-    return _write(Path(path), page(f"interp timeline: {run.name}", body))
+    return write_html(Path(path), page(f"interp timeline: {run.name}", body))

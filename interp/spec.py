@@ -211,6 +211,8 @@ class TrainSpec:
     stop_after_exact: int | None = None  # stop this many steps after exact match first reaches 0.99
     checkpoint_dtype: str = "float32"  # float16 halves a checkpoint series (weights rounded;
     # the resume state stays float32, so resuming is still exact)
+    compile: bool = False  # torch.compile the training step's forward and backward (same weights
+    # to float tolerance, not bit for bit, hence part of the spec)
 
     def validate(self) -> None:
         check_int("steps", self.steps, minimum=1)
@@ -230,7 +232,7 @@ class TrainSpec:
         check_float("min_lr_ratio", self.min_lr_ratio, low=0, high=1)
         if self.grad_clip is not None:
             check_float("grad_clip", self.grad_clip, low=0, low_open=True)
-        for name in ("early_checkpoints", "densify"):
+        for name in ("early_checkpoints", "densify", "compile"):
             _check_bool(name, getattr(self, name))
         if self.schedule not in SCHEDULES:
             raise InterpError(f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")

@@ -155,7 +155,7 @@ class Task:
 
     @classmethod
     def generate(cls, spec: TaskSpec, seed: int = 0) -> Task:
-        """Draw selectors, bases and targets from `seed` (SPEC section 2, steps 1-4)."""
+        """Draw selectors, bases and targets from `seed` (docs/definitions.md, "The task")."""
         spec.validate()
         rng = numpy_generator(seed, "task")
         selectors = _distinct_strings(rng, spec.k, spec.len_z)

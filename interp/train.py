@@ -68,6 +68,15 @@ def _build_optimizer(model: torch.nn.Module, spec: TrainSpec) -> torch.optim.Ada
 _UNSET = object()
 
 
+def compiled(model: torch.nn.Module):
+    """The model's forward through torch.compile (inductor), for the training step only; the
+    evaluation and the checkpoints use the model itself. The first steps pay the compile time."""
+    import torch._dynamo
+
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 16)
+    return torch.compile(model, dynamic=False)
+
+
 def train(
     run: Run,
     *,
@@ -112,6 +121,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
         raise
     batch_gen = torch_generator(spec.seed, "batches")
     eval_idx, eval_alt = eval_subset(task, tspec, spec.seed)
+    forward = compiled(model) if tspec.compile else model
     optimizer = _build_optimizer(model, tspec)
     start = 0 if resume is None else resume.step
     base_seconds = 0.0
@@ -174,7 +184,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
             for group in optimizer.param_groups:
                 group["lr"] = lr
             idx = torch.randint(task.size, (tspec.batch_size,), generator=batch_gen)
-            loss = batch_loss(model, tokens_all[idx.to(device)], layout.loss_pos)
+            loss = batch_loss(forward, tokens_all[idx.to(device)], layout.loss_pos)
             if not bool(torch.isfinite(loss)):
                 kept = "no checkpoint" if last_checkpoint is None else f"checkpoints up to step {last_checkpoint}"
                 raise InterpError(

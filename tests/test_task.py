@@ -1,4 +1,4 @@
-"""The task's information structure, uniqueness rules, seeding and token layouts (SPEC section 2)."""
+"""The task's information structure, uniqueness rules, seeding and token layouts (docs/definitions.md)."""
 
 import math
 from collections import Counter, defaultdict

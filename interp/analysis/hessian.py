@@ -416,16 +416,20 @@ def escape_masses(
         numel = int(np.prod(shape))
         size = numel if idx is None else len(idx)
         full = torch.zeros(numel, dtype=torch.float64)
+        chosen = torch.zeros(numel, dtype=torch.bool)
         if idx is None:
             full = sq[offset : offset + size].clone()
+            chosen[:] = True
         else:
             full[idx] = sq[offset : offset + size]
+            chosen[idx] = True
         offset += size
         component, part, layer, per_head = _component_of(name)
-        if per_head:
+        if per_head:  # only the heads the selection covers
             per = full.view(shape[0], -1).sum(-1) / total
-            for h, mass in enumerate(per.tolist()):
-                rows.append((head_name(layer, h), part, layer, h, mass))
+            covered = chosen.view(shape[0], -1).any(-1)
+            for h in torch.nonzero(covered).view(-1).tolist():
+                rows.append((head_name(layer, h), part, layer, h, float(per[h])))
         else:
             rows.append((component, part, layer, None, float(full.sum()) / total))
     parts = pd.DataFrame(rows, columns=["component", "part", "layer", "head", "mass"])

@@ -29,7 +29,7 @@ EIGEN_TITLE = "eigenvalue (nats / param², signed log scale)"
 def signed_log(x, linthresh: float) -> np.ndarray:
     """sign(x) * log10(1 + |x| / linthresh): the y coordinate of the signed-log axis."""
     x = np.asarray(x, dtype=float)
-    return np.sign(x) * np.log10(1.0 + np.abs(x) / linthresh)
+    return np.asarray(np.sign(x) * np.log10(1.0 + np.abs(x) / linthresh))
 
 
 def _signed_log_ticks(values: np.ndarray, linthresh: float) -> tuple[list[float], list[str]]:

@@ -1,0 +1,195 @@
+"""The sweep report: one self-contained HTML page of a family of runs.
+
+At the top a summary of the family-level findings, each with its interval and the paper's
+value beside it (the scaling exponent, the fixed-D slope, the noise trends, the direction
+asymmetry, and how many runs are done, censored or failed); then the figures; then the
+per-run table, each run linked to its own report (written with `runs=True`, or listed with
+the command that makes it). A fit that does not apply to the sweep's design (e.g. no
+asymmetry without both directions) is a note, never an error. Page assembly is shared with
+the run report (`interp.report`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from interp.errors import InterpError
+from interp.report import Section, figure_html, page, section_html, summary_table, write_html
+from interp.sweeps import scaling
+from interp.sweeps.sweep import Sweep
+
+
+@dataclass
+class Fits:
+    """The fits that apply to a sweep, why the others do not, and what they warned about."""
+
+    results: dict = field(default_factory=dict)  # name -> result
+    problems: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def sweep_fits(table: pd.DataFrame, y: str = "tau_half") -> Fits:
+    """Every fit of `interp.sweeps.scaling` that the sweep's design allows."""
+    fits = Fits()
+    done = table[table["status"] == "done"]
+    directions = set(done["direction"])
+    cand = done[done["direction"].isin(["bz_to_a"])]
+    attempts = {
+        "scaling": (cand["D"].nunique() >= 3, "needs at least 3 values of D among the done bz_to_a runs",
+                    lambda: scaling.power_law(table, x="D", y=y, direction="bz_to_a")),
+        "fixed_d": (cand["D"].nunique() == 1 and cand["k"].nunique() >= 2,
+                    "needs one D and at least 2 values of K",
+                    lambda: scaling.fixed_d(table, y=y, direction="bz_to_a")),
+        "noise": (cand["lr"].nunique() >= 2 or cand["batch_size"].nunique() >= 2,
+                  "needs at least 2 learning rates or batch sizes",
+                  lambda: scaling.noise(table, y=y, direction="bz_to_a")),
+        "asymmetry": ({"bz_to_a", "a_to_b"} <= directions, "needs done runs of both bz_to_a and a_to_b",
+                      lambda: scaling.asymmetry(table)),
+    }
+    for name, (applies, why, fit) in attempts.items():
+        if not applies:
+            fits.problems[name] = f"not in this sweep's design ({why})"
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                fits.results[name] = fit()
+            except InterpError as exc:
+                fits.problems[name] = str(exc)
+        fits.warnings += [f"{name}: {w.message}" for w in caught]
+    return fits
+
+
+def _summary_rows(sweep: Sweep, table: pd.DataFrame, fits: Fits) -> list[tuple[str, str]]:
+    counts = table["status"].value_counts().to_dict()
+    censored = int(table.get("censored", pd.Series(dtype=bool)).fillna(False).sum())
+    rows = [
+        ("sweep", f"{sweep.path} ({sweep.spec.name or 'custom'}): {len(table)} runs, axes "
+                  f"{', '.join(sweep.spec.fields) or 'none'}"),
+        ("runs", f"{counts.get('done', 0)} done, {censored} censored (never reached 0.5 log K), "
+                 f"{counts.get('failed', 0)} failed, {counts.get('running', 0)} running, "
+                 f"{counts.get('interrupted', 0) + counts.get('not started', 0)} not finished"),
+    ]
+    labels = {"scaling": "scaling exponent δ (τ ∝ D^δ)", "fixed_d": "fixed-D slope of log τ on log K",
+              "noise": "noise trend", "asymmetry": "direction asymmetry (a_to_b / bz_to_a)"}
+    for name, label in labels.items():
+        if name in fits.results:
+            rows.append((label, fits.results[name].summary()))
+        else:
+            rows.append((label, f"n/a: {fits.problems.get(name, '')}"))
+    return rows
+
+
+def _figures(fits: Fits, table: pd.DataFrame, metrics: dict[str, pd.DataFrame]) -> list[Section]:
+    from interp import plots
+
+    specs = [
+        ("scaling", "Scaling law: τ against D",
+         "Each done run (censored runs as open triangles at the step they ended), the least-squares fit in "
+         "log-log with its bootstrap band, and the paper's δ = 1.19 as a reference line.",
+         lambda: fits.results["scaling"].figure()),
+        ("fixed_d", "Fixed D: τ against K",
+         "At one dataset size the plateau should not depend on K (the paper: 1600-1650 steps at D = 10,000).",
+         lambda: fits.results["fixed_d"].figure()),
+        ("noise", "Gradient noise: τ against learning rate and batch size",
+         "More gradient noise (a higher learning rate or a smaller batch) lengthens the plateau in the paper "
+         "(7x the learning rate gave 3.6x the plateau at batch 128); examples seen = τ x batch.",
+         lambda: fits.results["noise"].figure()),
+        ("asymmetry", "Direction asymmetry",
+         "Steps to exact match >= 0.99 of the reverse direction (a_to_b) over the disambiguation direction "
+         "(bz_to_a) on the same mapping, per seed; the paper: 1.7-4.4x.",
+         lambda: fits.results["asymmetry"].figure()),
+        ("overlay", "Candidate loss of every run",
+         "Every run's candidate loss over steps, coloured by D, with its log K level dashed.",
+         lambda: plots.candidate_loss_overlay(metrics, table)),
+    ]
+    sections = []
+    for key, title, caption, make in specs:
+        section = Section(key, title, caption)
+        if key != "overlay" and key not in fits.results:
+            section.problem = fits.problems.get(key, "not computed")
+        else:
+            try:
+                section.html = figure_html(make(), key)
+            except InterpError as exc:
+                section.problem = str(exc)
+        sections.append(section)
+    return sections
+
+
+def _fmt(value, spec: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "–"
+    return format(value, spec)
+
+
+def _runs_table(sweep: Sweep, table: pd.DataFrame, out: Path, linked: set[str]) -> str:
+    head = ["run", *sweep.spec.fields, "status", "steps", "τ_half", "τ_window", "exact ≥ 0.99", "wall", "report"]
+    rows = []
+    for r in table.to_dict("records"):
+        tau = f"> {r['steps_run']} (censored)" if r.get("censored_tau_half") else _fmt(r["tau_half"], ".0f")
+        exact = (f"> {r['steps_run']} (censored)" if r.get("censored_steps_to_exact_99")
+                 else _fmt(r["steps_to_exact_99"], ".0f"))
+        if r["run"] in linked:
+            report = f"<a href=\"{html.escape(r['run'])}.html\">report</a>"
+        else:
+            command = f"interp report {sweep.path / r['run']} -o {out.parent / (r['run'] + '.html')}"
+            report = f"<code>{html.escape(command)}</code>"
+        status = html.escape(r["status"]) + (f"<br><small>{html.escape(str(r['error']))}</small>"
+                                              if r.get("error") else "")
+        cells = [html.escape(r["run"]), *(html.escape(str(r[f])) for f in sweep.spec.fields), status,
+                 _fmt(r["steps_run"]), tau, _fmt(r["tau_window"], ".0f"), exact,
+                 "–" if _fmt(r["wall_seconds"]) == "–" else f"{r['wall_seconds']:.0f} s", report]
+        klass = " class=\"censored\"" if r.get("censored") else ""
+        rows.append(f"<tr{klass}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    return (f"<table class=\"summary runs\" id=\"runs\">\n<tr>{header}</tr>\n" + "\n".join(rows) + "\n</table>")
+
+
+def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: str = "tau_half",
+                       progress: bool = False) -> Path:
+    """Write the sweep's report to `path`; with `runs`, also each done run's own report beside it."""
+    from interp.report import write_report
+    from interp.runs import Run
+
+    start = time.perf_counter()
+    path = Path(path)
+    table = sweep.table()
+    fits = sweep_fits(table, y=y)
+    metrics = {r.name: r.metrics for r in sweep.runs}
+    sections = _figures(fits, table, metrics)
+    linked = set()
+    if runs:
+        for name in table.loc[table["status"] == "done", "run"]:
+            try:
+                write_report(Run.open(sweep.path / name), path.parent / f"{name}.html", progress=progress)
+                linked.add(name)
+            except InterpError:
+                continue
+    notes = ""
+    if fits.warnings:
+        items = "\n".join(f"<li>{html.escape(w)}</li>" for w in fits.warnings)
+        notes = f"<div class=\"missing\" id=\"warnings\"><b>Left out of the fits</b><ul>\n{items}\n</ul></div>"
+    stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    from interp import __version__
+
+    body = "\n".join([
+        f"<h1>interp sweep report: {html.escape(sweep.name)}</h1>",
+        f"<p class=\"meta\">{html.escape(str(sweep.path))} · written {html.escape(stamp)} by interp {__version__} · "
+        f"{len(table)} runs · {time.perf_counter() - start:.1f} s</p>",
+        "<h2 id=\"section-summary\">Summary</h2>",
+        summary_table(_summary_rows(sweep, table, fits)),
+        notes,
+        *(section_html(s) for s in sections),
+        "<h2 id=\"section-runs\">Runs</h2>",
+        _runs_table(sweep, table, path, linked),
+    ])
+    return write_html(path, page(f"interp sweep report: {sweep.name}", body))
