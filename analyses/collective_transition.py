@@ -19,8 +19,12 @@ acc = run_suite(run, only="groups", progress=False).tables["groups"]
 share = groups.share_above(acc, tau, fractions=(0.5, 0.97, 1.5)).set_index("fraction")
 paper = {0.5: "0 of 200", 0.97: "31.5%", 1.5: "99%"}
 print(f"{run.path}: share of groups >= 80% candidate accuracy (tau = {tau})")
+last = int(acc["step"].max())
 for f in (0.5, 0.97, 1.5):
     r = share.loc[f]
+    if r["beyond"]:
+        print(row(f"at {f} tau = {f * tau:.0f}", f"beyond the run (last step {last})", paper[f]))
+        continue
     print(row(f"at {f} tau (nearest checkpoint {int(r['step'])})",
               f"{int(r['n_above'])} of {int(r['n_groups'])} ({100 * r['share']:.1f}%)", paper[f]))
 spread = groups.spread(groups.snap_steps(acc), tau)

@@ -78,6 +78,7 @@ table.summary th, table.summary td { text-align: left; padding: 4px 14px 4px 0; 
 table.summary th { font-weight: 600; white-space: nowrap; }
 .missing { background: #fff6e0; border-left: 4px solid #e6a700; padding: 8px 14px; margin: 1em 0; }
 .missing ul { margin: 0.3em 0; }
+.pending { background: #eef4fb; border-left: 4px solid #4a86c5; padding: 8px 14px; margin: 1em 0; }
 figure.report-figure { margin: 0.5em 0 1.5em; }
 figcaption { color: #444; font-size: 0.92em; margin-top: 4px; max-width: 1000px; }
 """
@@ -92,6 +93,11 @@ class Section:
     caption: str
     html: str = ""
     problem: str = ""
+    pending: bool = False  # an analysis that runs only when asked: the section shows its command
+
+
+class NotComputed(InterpError):
+    """A section's analysis runs only when asked for (minutes of work): say how, do not run it."""
 
 
 # ---------------------------------------------------------------------------- page assembly
@@ -419,23 +425,24 @@ def _geometry_sections(c: Context) -> list[SectionSpec]:
 
     def hessian_figs(c: Context):
         if c.analyses.tables.get("hessian") is None or c.analyses.tables["hessian"].empty:
-            raise InterpError(f"not computed yet (minutes of Lanczos): run `interp analyze {c.run.path} --only hessian`")
+            raise NotComputed(f"Not computed yet (minutes of Lanczos); compute it with: "
+                              f"interp analyze {c.run.path} --only hessian")
         return plots.hessian_spectrum(c.analyses.tables["hessian"], tau=c.tau, onsets=_event_steps(c))
 
     def anisotropy(c: Context):
         if c.analyses.tables.get("hessian") is None or c.analyses.tables["hessian"].empty:
-            raise InterpError(f"not computed yet: run `interp analyze {c.run.path} --only hessian`")
+            raise NotComputed(f"Not computed yet; compute it with: interp analyze {c.run.path} --only hessian")
         return plots.anisotropy(c.analyses.tables["hessian"], tau=c.tau)
 
     def escape(c: Context):
         if c.analyses.tables.get("hessian_escape") is None or c.analyses.tables["hessian_escape"].empty:
-            raise InterpError(f"not computed yet: run `interp analyze {c.run.path} --only hessian`")
+            raise NotComputed(f"Not computed yet; compute it with: interp analyze {c.run.path} --only hessian")
         return plots.escape_heatmap(c.analyses.tables["hessian_escape"], tau=c.tau)
 
     def llc_fig(c: Context):
         if c.analyses.tables.get("llc") is None or c.analyses.tables["llc"].empty:
-            raise InterpError(f"not computed yet (minutes of SGLD sampling): run "
-                              f"`interp analyze {c.run.path} --only llc --heads {c.findings.get('routing_head', 'L0H3')}`")
+            raise NotComputed(f"Not computed yet (minutes of SGLD sampling); compute it with: "
+                              f"interp analyze {c.run.path} --only llc --heads {c.findings.get('routing_head', 'L0H3')}")
         return plots.llc_curves(c.analyses.tables["llc"], tau=c.tau, onsets=_event_steps(c))
 
     return [
@@ -470,6 +477,8 @@ def _sections(c: Context) -> list[Section]:
         section = Section(key, title, caption)
         try:
             section.html = figure_html(make(c), key)
+        except NotComputed as exc:
+            section.problem, section.pending = str(exc), True
         except InterpError as exc:
             section.problem = str(exc)
         sections.append(section)
@@ -478,6 +487,9 @@ def _sections(c: Context) -> list[Section]:
 
 def section_html(s: Section) -> str:
     head = f"<h2 id=\"section-{s.key}\">{html.escape(s.title)}</h2>"
+    if s.pending:
+        return (f"<section class=\"pending\" data-section=\"{s.key}\">{head}\n"
+                f"<p>{html.escape(s.caption)}</p><p>{html.escape(s.problem)}</p></section>")
     if s.problem:
         return (f"<section class=\"missing\" data-section=\"{s.key}\">{head}\n"
                 f"<p>This figure could not be made: {html.escape(s.problem)}</p></section>")
@@ -515,7 +527,7 @@ def write_report(
     sections = _sections(Context(run, analyses, tl, tl_problem, t, findings))
     counts = analyses.counts
 
-    missing = [s for s in sections if s.problem]
+    missing = [s for s in sections if s.problem and not s.pending]
     notes = ""
     extra = [f"<li>{html.escape(n)}</li>" for n in analyses.notes + analyses.step_problems]
     if missing or extra:  # each reason names the analysis or the run property it lacks

@@ -17,8 +17,9 @@ from interp.report import write_report, write_timeline
 
 CHROMIUM = Path("/usr/bin/chromium")
 SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False)
-SECTIONS = ("timeline", "loss", "shuffle", "sensitivity", "attn_to_z", "segments", "attention", "ablation",
-            "patching", "group_hist", "group_share")
+SECTIONS = ("timeline", "loss", "shuffle", "sensitivity", "attn_to_z", "segments", "attention", "group_hist",
+            "group_share", "ablation", "patching", "usage")
+GEOMETRY = ("hessian", "anisotropy", "escape", "llc")  # computed only when asked: the command is shown
 FIGURE_DIV = re.compile(r'<div\b[^>]*\bid="(fig-[\w-]+)"[^>]*>')
 
 
@@ -73,6 +74,9 @@ def test_report_renders_every_figure_in_a_browser(report, tmp_path):
         assert "js-plotly-plot" in opening, f"{div_id} was never handed to plotly"
         assert 'class="main-svg"' in html, f"{div_id} has no rendered SVG"
     assert 'class="missing"' not in dom  # a run that snaps gets every section
+    for key in GEOMETRY:  # not computed unasked: each says which command computes it
+        assert f'class="pending" data-section="{key}"' in dom
+    assert "interp analyze" in dom and "--only hessian" in dom and "--only llc" in dom
 
 
 def test_the_error_recorder_sees_errors(run, tmp_path):

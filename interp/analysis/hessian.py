@@ -51,7 +51,9 @@ DEFAULTS: dict = {
     "tol": 1e-5,  # ARPACK's relative tolerance on each Ritz pair
     "maxiter": 300,  # ARPACK restarts before giving up (the row is then flagged)
     "dtype": "float32",  # precision of the model during the HVP; sums are always float64
+    "method": "both",  # "both": one ARPACK run for both ends (which="BE"); "separate": "LA" then "SA"
 }
+METHODS = ("both", "separate")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 HEAD_PARTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
 MLP_PARTS = ("W_in", "b_in", "W_out", "b_out")
@@ -333,6 +335,54 @@ class Extremes:
     n_matvec: int
 
 
+def _arpack():
+    try:
+        from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
+    except ImportError:
+        raise InterpError("the Hessian extremes need scipy: pip install -e '.[landscape]'") from None
+    return ArpackError, ArpackNoConvergence, LinearOperator, eigsh
+
+
+def _eigsh(matvec, dim: int, n_eig: int, which: str, v0, tol, maxiter, ncv) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """(values, vectors, matvecs used, all converged) of one ARPACK run."""
+    ArpackError, ArpackNoConvergence, LinearOperator, eigsh = _arpack()
+    calls = [0]
+
+    def counted(x):
+        calls[0] += 1
+        return matvec(x)
+
+    op = LinearOperator((dim, dim), matvec=counted, dtype=np.float64)
+    try:
+        w, v = eigsh(op, k=n_eig, which=which, v0=v0, tol=tol, maxiter=maxiter, ncv=ncv)
+        ok = True
+    except ArpackNoConvergence as exc:
+        w, v = np.asarray(exc.eigenvalues, dtype=np.float64), np.asarray(exc.eigenvectors, dtype=np.float64)
+        ok = False
+    except ArpackError as exc:
+        raise InterpError(f"ARPACK failed ({which}, {n_eig} eigenpairs): {exc}") from None
+    return np.asarray(w, dtype=np.float64), np.asarray(v, dtype=np.float64).reshape(dim, -1), calls[0], ok
+
+
+def _extremes(matvec, which: str, k: int, w: np.ndarray, v: np.ndarray, n_matvec: int) -> Extremes:
+    """Most extreme first, padded with NaN rows, residuals recomputed by one matvec each."""
+    dim = v.shape[0]
+    order = np.argsort(w)[::-1] if which == "LA" else np.argsort(w)
+    m = min(len(order), k)
+    values, vectors, residuals = np.full(k, np.nan), np.full((dim, k), np.nan), np.full(k, np.nan)
+    values[:m] = w[order[:m]]
+    vectors[:, :m] = v[:, order[:m]]
+    for i in range(m):
+        residuals[i] = float(np.linalg.norm(matvec(vectors[:, i]) - values[i] * vectors[:, i]))
+    return Extremes(which, values, vectors, residuals, np.arange(k) < m, n_matvec)
+
+
+def _check_k(k, dim: int, per_run: int) -> None:
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k or per_run * k >= dim:
+        raise InterpError(
+            f"k must be an integer >= 1 with {per_run} * k below the operator's dimension {dim}, got {k!r}")
+
+
 def extreme_eigenpairs(
     matvec: Callable[[np.ndarray], np.ndarray],
     dim: int,
@@ -349,38 +399,39 @@ def extreme_eigenpairs(
     recomputed with one extra matvec per pair; pairs ARPACK did not converge on come back as
     NaN with converged=False instead of raising.
     """
-    try:
-        from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
-    except ImportError:
-        raise InterpError("the Hessian extremes need scipy: pip install -e '.[landscape]'") from None
     if which not in ("LA", "SA"):
         raise InterpError(f"which must be 'LA' (top) or 'SA' (bottom), got {which!r}")
-    if not isinstance(k, int) or not 1 <= k < dim:
-        raise InterpError(f"k must be an integer between 1 and {dim - 1} (the operator has dimension {dim}), got {k!r}")
-    calls = [0]
+    _check_k(k, dim, 1)
+    w, v, n_matvec, _ = _eigsh(matvec, dim, k, which, v0, tol, maxiter, ncv)
+    return _extremes(matvec, which, k, w, v, n_matvec)
 
-    def counted(x):
-        calls[0] += 1
-        return matvec(x)
 
-    op = LinearOperator((dim, dim), matvec=counted, dtype=np.float64)
-    values = np.full(k, np.nan)
-    vectors = np.full((dim, k), np.nan)
-    try:
-        w, v = eigsh(op, k=k, which=which, v0=v0, tol=tol, maxiter=maxiter, ncv=ncv)
-    except ArpackNoConvergence as exc:
-        w, v = np.asarray(exc.eigenvalues, dtype=np.float64), np.asarray(exc.eigenvectors, dtype=np.float64)
-    except ArpackError as exc:
-        raise InterpError(f"ARPACK failed ({which}, k={k}): {exc}") from None
-    n_matvec = calls[0]
-    order = np.argsort(w)[::-1] if which == "LA" else np.argsort(w)
-    m = len(order)
-    values[:m] = w[order]
-    vectors[:, :m] = v[:, order]
-    residuals = np.full(k, np.nan)
-    for i in range(m):
-        residuals[i] = float(np.linalg.norm(matvec(vectors[:, i]) - values[i] * vectors[:, i]))
-    return Extremes(which, values, vectors, residuals, np.arange(k) < m, n_matvec)
+def both_ends(
+    matvec: Callable[[np.ndarray], np.ndarray],
+    dim: int,
+    k: int,
+    v0: np.ndarray | None = None,
+    tol: float = DEFAULTS["tol"],
+    maxiter: int | None = DEFAULTS["maxiter"],
+    ncv: int | None = None,
+) -> tuple[Extremes, Extremes]:
+    """Top k and bottom k from one ARPACK run (which="BE": 2k eigenpairs, k from each end).
+
+    One Krylov space serves both ends, so this costs about half of an "LA" run plus an "SA"
+    run. If ARPACK does not converge on all 2k, the ends are computed separately instead.
+    """
+    _check_k(k, dim, 2)
+    w, v, n_matvec, ok = _eigsh(matvec, dim, 2 * k, "BE", v0, tol, maxiter, ncv)
+    if not ok:
+        top = extreme_eigenpairs(matvec, dim, k, "LA", v0, tol, maxiter, ncv)
+        bottom = extreme_eigenpairs(matvec, dim, k, "SA", v0, tol, maxiter, ncv)
+        top.n_matvec += n_matvec
+        bottom.n_matvec += n_matvec
+        return top, bottom
+    order = np.argsort(w)
+    low, high = order[:k], order[k:]
+    return (_extremes(matvec, "LA", k, w[high], v[:, high], n_matvec),
+            _extremes(matvec, "SA", k, w[low], v[:, low], n_matvec))
 
 
 # ---------------------------------------------------------------------------- escape mass
@@ -493,12 +544,18 @@ def spectrum(
     tol: float = DEFAULTS["tol"],
     maxiter: int | None = DEFAULTS["maxiter"],
     dtype: str = DEFAULTS["dtype"],
+    method: str = DEFAULTS["method"],
 ) -> dict:
     """Top and bottom eigenpairs, gradient and escape masses of one model on `tokens` (no run needed)."""
+    if method not in METHODS:
+        raise InterpError(f"unknown method {method!r}; allowed: {', '.join(METHODS)}")
     op = HessianOperator(model, tokens, loss_pos, restrict, chunk_size, dtype)
     v0 = start_vector(seed, op.dim)
-    top = extreme_eigenpairs(op.matvec, op.dim, k, "LA", v0=v0, tol=tol, maxiter=maxiter)
-    bottom = extreme_eigenpairs(op.matvec, op.dim, k, "SA", v0=v0, tol=tol, maxiter=maxiter)
+    if method == "both":
+        top, bottom = both_ends(op.matvec, op.dim, k, v0=v0, tol=tol, maxiter=maxiter)
+    else:
+        top = extreme_eigenpairs(op.matvec, op.dim, k, "LA", v0=v0, tol=tol, maxiter=maxiter)
+        bottom = extreme_eigenpairs(op.matvec, op.dim, k, "SA", v0=v0, tol=tol, maxiter=maxiter)
     g, loss = op.gradient()
     g_norm = float(g.norm())
     v_min = torch.from_numpy(bottom.vectors[:, 0].copy())
@@ -539,6 +596,7 @@ def at_step(
     tol: float = DEFAULTS["tol"],
     maxiter: int | None = DEFAULTS["maxiter"],
     dtype: str = DEFAULTS["dtype"],
+    method: str = DEFAULTS["method"],
 ) -> dict[str, pd.DataFrame]:
     """Hessian extremes and escape masses of the checkpoint at `step`.
 
@@ -548,11 +606,12 @@ def at_step(
       n_examples    size of the fixed sample from the "hessian" stream (None: all D examples).
       k             eigenpairs from each end; restrict: None (all parameters) or components
                     ("L0H3", "L0", "L0.mlp", "mlp", "attn", "embed", "unembed", "ln", lists).
-      chunk_size, tol, maxiter, dtype: see DEFAULTS.
+      chunk_size, tol, maxiter, dtype, method: see DEFAULTS.
     Returns {"hessian": ..., "hessian_escape": ...}:
       hessian: one row per eigenpair: step, which ("top"/"bottom"), rank (0 = most extreme),
         eigenvalue (nats / param^2), residual (||Hv - lambda v||, same unit), converged (bool),
-        n_matvec (Hessian-vector products ARPACK used for this end), and per step:
+        n_matvec (Hessian-vector products ARPACK used for this end; with method="both" the
+        one shared run), and per step:
         lambda_max, lambda_min, anisotropy (lambda_max / |lambda_min|, ratio), grad_norm
         (nats / param), cos_grad_vmin (|cos|, 0..1), loss (nats, on the sample), n_examples,
         n_params (dimension of the Hessian), restrict (label).
@@ -568,7 +627,7 @@ def at_step(
     elif next(model.parameters()).device != torch.device(device):
         model = _moved(model, device)
     res = spectrum(model, task.tokens[idx], task.layout.loss_pos, k=k, restrict=restrict, seed=run.spec.seed,
-                   chunk_size=chunk_size, tol=tol, maxiter=maxiter, dtype=dtype)
+                   chunk_size=chunk_size, tol=tol, maxiter=maxiter, dtype=dtype, method=method)
     rows = []
     for ext, label in ((res["top"], "top"), (res["bottom"], "bottom")):
         for rank in range(k):

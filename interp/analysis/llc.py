@@ -56,13 +56,13 @@ DEFAULTS: dict = {
     "gamma": 300.0,  # localisation strength (pull towards the checkpoint)
     "n_beta": None,  # None: devinterp.utils.default_nbeta(batch_size)
     "batch_size": 64,
-    "init_loss_batches": 16,
+    "init_loss_batches": None,  # None: one epoch (every full batch of the training set)
 }
 RESTRICT = ("full", "L0H3")
 HEAD_PARTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
 COLUMNS = (
     "step", "restrict", "chain", "llc", "llc_mean", "llc_std", "drift", "init_loss", "n_params",
-    "chains", "draws", "burnin", "epsilon", "gamma", "n_beta", "batch_size",
+    "chains", "draws", "burnin", "epsilon", "gamma", "n_beta", "batch_size", "init_loss_batches",
 )
 INSTALL_HINT = "the LLC needs devinterp: pip install -e '.[landscape]'"
 
@@ -200,7 +200,7 @@ def sample_llc(
     gamma: float = DEFAULTS["gamma"],
     n_beta: float | None = DEFAULTS["n_beta"],
     batch_size: int = DEFAULTS["batch_size"],
-    init_loss_batches: int = DEFAULTS["init_loss_batches"],
+    init_loss_batches: int | None = DEFAULTS["init_loss_batches"],
     device: str = "cpu",
 ) -> dict:
     """devinterp's LLC of any model: `input_ids` rows are the dataset, `loss_fn(model, ids)` the
@@ -208,6 +208,8 @@ def sample_llc(
     loss, each chain's drift (n_beta times the change of its mean loss from the first to the
     last quarter of steps: far from 0 means the chain has not settled) and n_beta."""
     sample, compute_llc, _, default_nbeta = _devinterp()
+    if init_loss_batches is None:
+        init_loss_batches = max(1, len(input_ids) // batch_size) if isinstance(batch_size, int) else 0
     for name, value in (("chains", chains), ("draws", draws), ("batch_size", batch_size),
                         ("init_loss_batches", init_loss_batches)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -239,10 +241,12 @@ def sample_llc(
         init_loss = float(result["init_loss"].values)
         llc_mean, llc_std = float(result["llc_mean"].values), float(result["llc_std"].values)
     failed = [str(w.message) for w in caught if "Chain" in str(w.message) and "failed" in str(w.message)]
+    if failed:  # devinterp stops a chain whose loss is not finite; its value is then NaN
+        warnings.warn(f"LLC: {len(failed)} chain(s) failed (NaN values): {'; '.join(failed)}", stacklevel=2)
     quarter = max(1, trace.shape[1] // 4)
     drift = nb * (trace[:, -quarter:].mean(1) - trace[:, :quarter].mean(1))
     return {"chain_values": per_chain, "llc_mean": llc_mean, "llc_std": llc_std, "init_loss": init_loss,
-            "drift": drift, "n_beta": nb, "failed": failed}
+            "drift": drift, "n_beta": nb, "init_loss_batches": init_loss_batches, "failed": failed}
 
 
 # ---------------------------------------------------------------------------- run level
@@ -259,7 +263,7 @@ def at_step(
     gamma: float = DEFAULTS["gamma"],
     n_beta: float | None = DEFAULTS["n_beta"],
     batch_size: int = DEFAULTS["batch_size"],
-    init_loss_batches: int = DEFAULTS["init_loss_batches"],
+    init_loss_batches: int | None = DEFAULTS["init_loss_batches"],
     device: str = "cpu",
 ) -> pd.DataFrame:
     """LLC of the checkpoint at `step`, for the whole model and each restricted head.
@@ -297,7 +301,7 @@ def at_step(
             "llc_mean": res["llc_mean"], "llc_std": res["llc_std"], "drift": res["drift"],
             "init_loss": res["init_loss"], "n_params": _n_selected(model, masks), "chains": chains,
             "draws": draws, "burnin": burnin, "epsilon": epsilon, "gamma": gamma, "n_beta": res["n_beta"],
-            "batch_size": batch_size,
+            "batch_size": batch_size, "init_loss_batches": res["init_loss_batches"],
         }))
     return pd.concat(frames, ignore_index=True)[list(COLUMNS)]
 
