@@ -1,4 +1,5 @@
-"""Analysis speed: our head patching against transformer_lens.patching, and the whole suite.
+"""Analysis speed: head patching against transformer_lens.patching, fast ablation against the
+hook path, and the whole suite (cold and warm).
 
     python benchmarks/analyses.py                       # on checkpoints/demo, CPU
     python benchmarks/analyses.py --run RUN --device cuda --pairs 256
@@ -6,8 +7,12 @@
 1. Head patching (all positions and per position) at the demo's mid step with `--pairs`
    clean/corrupted pairs, against `get_act_patch_attn_head_out_by_pos` (and `_all_pos`) on
    identical inputs; the results are checked to agree to 1e-4 before timing counts.
-2. `interp analyze` over every checkpoint: cold (empty cache, in a temporary copy of the
-   run) and warm (second call).
+2. The full ablation (every head and layer, zero / mean / resample, at pre, mid and post)
+   through `ablation.effects` (the recorded-prefix fast path) and through the TransformerLens
+   hook path (`Ablated` + `evaluate_examples`, what ablation ran before), on the same probe;
+   the largest difference of the summarised metrics between the two is reported.
+3. `interp analyze` over the run: cold (empty cache, in a temporary copy of the run), warm
+   (second call, in-process) and per analysis (cold, each alone).
 Prints one JSON line.
 """
 
@@ -25,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from interp.analysis import patching
+from interp.analysis import ablation, patching, registry
 from interp.analysis.common import select_steps
 from interp.analysis.suite import run_suite
 from interp.runs import CACHE_DIR, Run
@@ -37,12 +42,46 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
+def _ablation(run, device: str, n_examples: int) -> dict:
+    """The full ablation (every head and layer, three methods) at pre, mid and the last step
+    (post = 2 tau when it lies within the run), fast path against the hook path."""
+    from interp.metrics import evaluate_examples, summarize
+
+    task = run.task
+    idx, alt = task.sample(n_examples, run.spec.seed, "probe")
+    steps = [s for s, _ in select_steps(run, "pre,mid,post")]
+    if len(steps) < 3:  # 2 tau lies beyond the run: its last step stands in for post
+        steps.append(run.steps[-1])
+    t_fast = t_hook = worst = 0.0
+    for step in steps:
+        model = run.model(step, device=device)
+        comps = ablation.components(model.cfg.n_layers, model.cfg.n_heads)
+        start = time.perf_counter()
+        extra = {"mean_z": ablation.reference_mean_z(model, task, run.spec.seed),
+                 "table": ablation.resample_table(task, run.spec.seed)}
+        fast = ablation.effects_by_method(model, task, idx, alt, comps, ablation.METHODS, **extra)
+        t_fast += time.perf_counter() - start
+        start = time.perf_counter()
+        for method in ablation.METHODS:
+            hook = {name: evaluate_examples(ablation.Ablated(model, {layer: heads}, method, task=task, **extra),
+                                            task, idx, alt) for name, layer, heads in comps}
+            for name in hook:
+                a, b = summarize(fast[method][name]), summarize(hook[name])
+                worst = max(worst, max(abs(a[m] - b[m]) for m in a if a[m] == a[m]))
+        t_hook += time.perf_counter() - start
+    return {"ablation_steps": steps, "ablation_examples": len(idx), "ablation_fast_s": round(t_fast, 2),
+            "ablation_hook_s": round(t_hook, 2), "ablation_speedup": round(t_hook / t_fast, 1),
+            "ablation_max_abs_diff": worst}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="checkpoints/demo")
     parser.add_argument("--pairs", type=int, default=64)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--skip-suite", action="store_true")
+    parser.add_argument("--skip-ablation", action="store_true")
+    parser.add_argument("--ablation-examples", type=int, default=ablation.DEFAULT_EXAMPLES)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     from transformer_lens import patching as tl_patching
@@ -82,6 +121,8 @@ def main() -> None:
         "speedup_vs_tl_by_pos": round(t_tl_by / t_ours, 1),
         "speedup_vs_tl_both": round((t_tl_by + t_tl_all) / t_ours, 1),
     }
+    if not args.skip_ablation:
+        out.update(_ablation(run, args.device, args.ablation_examples))
     if not args.skip_suite:
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / run.path.name
@@ -89,12 +130,18 @@ def main() -> None:
             cold_run = Run.open(copy)
             cold, t_cold = _timed(lambda: run_suite(cold_run, device=args.device, progress=False))
             warm, t_warm = _timed(lambda: run_suite(Run.open(copy), device=args.device, progress=False))
+            per = {}
+            for name in registry.default_names():
+                shutil.rmtree(copy / CACHE_DIR, ignore_errors=True)
+                _, per[name] = _timed(lambda: run_suite(Run.open(copy), only=name, device=args.device,
+                                                        progress=False))
         out.update({
             "checkpoints": len(run.steps),
             "analyze_cold_s": round(t_cold, 2),
             "analyze_warm_s": round(t_warm, 2),
             "analyze_cold_computed": cold.cache_misses,
             "analyze_warm_from_cache": warm.cache_hits,
+            "analyze_cold_alone_s": {k: round(v, 2) for k, v in per.items()},
         })
     print(json.dumps(out))
 

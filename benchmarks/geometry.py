@@ -1,12 +1,13 @@
 """Loss-landscape analyses per checkpoint: seconds for the Hessian extremes and the LLC.
 
-    python benchmarks/geometry.py                          # demo run, steps 400, 900, 1350, defaults
+    python benchmarks/geometry.py                          # demo run, steps 400, 900 and the last, defaults
     python benchmarks/geometry.py --steps 900 --skip-llc
-    python benchmarks/geometry.py --robustness             # also n = 1024 vs 2048 side by side
+    python benchmarks/geometry.py --robustness             # also n = 1024 vs 2048 and 2048 vs all
 
 Each analysis runs at its DEFAULTS (override with the flags) on each step; wall-clock and
 process CPU seconds are reported per (analysis, step) together with the headline numbers
 (lambda_min, lambda_max, residuals, anisotropy; LLC mean and chain spread). Prints one JSON line.
+With the default method="both" one ARPACK run serves both ends: the two counts are that one run.
 Timings on a shared machine depend on what else runs: compare CPU seconds with wall seconds.
 """
 
@@ -20,6 +21,7 @@ import warnings
 import torch
 
 from interp.analysis import hessian, llc
+from interp.analysis.common import select_steps
 from interp.runs import Run
 
 
@@ -32,21 +34,22 @@ def _timed(fn):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="checkpoints/demo")
-    parser.add_argument("--steps", default="400,900,1350")
+    parser.add_argument("--steps", default="400,900,last", help="saved steps, 'last', or pre/mid/post")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--n-examples", type=int, default=hessian.DEFAULTS["n_examples"])
+    parser.add_argument("--n-examples", type=int, default=hessian.DEFAULTS["n_examples"],
+                        help="Hessian sample size (default: the whole training set)")
     parser.add_argument("--k", type=int, default=hessian.DEFAULTS["k"])
     parser.add_argument("--chains", type=int, default=llc.DEFAULTS["chains"])
     parser.add_argument("--draws", type=int, default=llc.DEFAULTS["draws"])
     parser.add_argument("--skip-hessian", action="store_true")
     parser.add_argument("--skip-llc", action="store_true")
-    parser.add_argument("--robustness", action="store_true", help="n = 1024 vs 2048 at each step")
+    parser.add_argument("--robustness", action="store_true", help="n = 1024 vs 2048 and 2048 vs all at each step")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
     run = Run.open(args.run)
-    steps = [int(s) for s in args.steps.split(",")]
+    steps = [s for s, _ in select_steps(run, args.steps)]
     out: dict = {"benchmark": "geometry", "run": args.run, "device": args.device,
                  "threads": torch.get_num_threads(), "hessian": [], "llc": [], "robustness": []}
     for step in steps:
@@ -60,7 +63,7 @@ def main() -> None:
             esc = esc[esc["part"] == "all"].sort_values("mass", ascending=False)
             out["hessian"].append({
                 "step": step, "wall_s": wall, "cpu_s": cpu, "n_examples": int(top["n_examples"]), "k": args.k,
-                "n_matvec": int(top["n_matvec"] + bottom["n_matvec"]),
+                "n_matvec_top": int(top["n_matvec"]), "n_matvec_bottom": int(bottom["n_matvec"]),
                 "lambda_max": round(float(top["eigenvalue"]), 5), "residual_max": float(top["residual"]),
                 "lambda_min": round(float(bottom["eigenvalue"]), 5), "residual_min": float(bottom["residual"]),
                 "anisotropy": round(float(top["anisotropy"]), 4), "grad_norm": round(float(top["grad_norm"]), 5),
@@ -68,10 +71,12 @@ def main() -> None:
                 "escape_top3": {c: round(float(m), 4) for c, m in zip(esc["component"][:3], esc["mass"][:3])},
             })
         if args.robustness:
-            rob, wall, cpu = _timed(lambda: hessian.robustness(run, [step], n_examples=(1024, 2048), k=args.k))
-            out["robustness"].append({"step": step, "wall_s": wall, "cpu_s": cpu, **{
-                r["quantity"]: {"n1024": r["value_small"], "n2048": r["value_large"], "rel_change": round(r["rel_change"], 4)}
-                for _, r in rob.iterrows()}})
+            for pair in ((1024, 2048), (2048, None)):
+                rob, wall, cpu = _timed(lambda: hessian.robustness(run, [step], n_examples=pair, k=args.k))
+                out["robustness"].append({"step": step, "n": [int(rob["n_small"].iloc[0]), int(rob["n_large"].iloc[0])],
+                                          "wall_s": wall, "cpu_s": cpu, **{
+                    r["quantity"]: {"small": r["value_small"], "large": r["value_large"],
+                                    "rel_change": round(r["rel_change"], 4)} for _, r in rob.iterrows()}})
         if not args.skip_llc:
             table, wall, cpu = _timed(lambda: llc.at_step(
                 run, step, model=model, chains=args.chains, draws=args.draws, device=args.device))

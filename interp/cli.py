@@ -269,6 +269,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         bad = [h for h in heads if h.lower() != "full" and parse_head(h) is None]
         if bad or not heads:
             raise InterpError(f"--heads takes head names such as L0H3,L0H1 (or 'full'), got {args.heads!r}")
+        if "full" not in {h.lower() for h in heads}:
+            heads = ["full", *heads]  # the whole model's LLC beside the heads'
+        heads = tuple(heads)
     from interp.analysis.findings import describe
     from interp.analysis.suite import run_suite
 
@@ -521,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", help="saved steps, 'all', or pre/mid/post (tau/4, tau, 2 tau), comma-separated")
     p.add_argument("--method", choices=["zero", "mean", "resample"],
                    help="ablation method (default: all three)")
-    p.add_argument("--heads", help="heads for the per-head analyses (llc), e.g. L0H3,L0H1")
+    p.add_argument("--heads", help="heads for the per-head LLC, e.g. L0H3,L0H1 (the whole model's is added)")
     p.add_argument("--n-groups", type=_positive_int, help="probe size in groups (default: per analysis)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--no-cache", action="store_true", help="recompute everything, write nothing")

@@ -33,8 +33,8 @@ class Tree:
     prefix_z: list[Tensor]  # [n, P, head, d_head]
     cont_resid: list[Tensor]  # [n, K, C, d_model]
     cont_z: list[Tensor]  # [n, K, C, head, d_head]
-    first_logits: Tensor  # [n, vocab] at the last prefix position
-    cont_logits: Tensor  # [n, K, C, vocab]
+    first_logits: Tensor | None  # [n, vocab] at the last prefix position (None: stopped early)
+    cont_logits: Tensor | None  # [n, K, C, vocab]
 
 
 def _layer_norm(ln: nn.Module, x: Tensor) -> Tensor:
@@ -103,7 +103,8 @@ def _forward_from(
     prefix: Float[Tensor, "b p d_model"],
     cont: Float[Tensor, "b k c d_model"],
     record: dict[str, list[Tensor]] | None = None,
-) -> tuple[Float[Tensor, "b vocab"], Float[Tensor, "b k c vocab"]]:
+    upto: int | None = None,
+) -> tuple[Float[Tensor, "b vocab"], Float[Tensor, "b k c vocab"]] | None:
     """Layers `layer`.. from residual streams entering `layer`; logits at the last prefix
     position and at every continuation position. `record` collects each layer's inputs."""
     for l in range(layer, model.cfg.n_layers):
@@ -113,6 +114,8 @@ def _forward_from(
         if record is not None:
             for key, value in (("prefix_resid", prefix), ("prefix_z", z_p), ("cont_resid", cont), ("cont_z", z_c)):
                 record[key].append(value)
+        if upto is not None and l == upto:
+            return None
         last = l == model.cfg.n_layers - 1
         # after the last attention only the last prefix position is read
         prefix = _after_attention(block, prefix[:, -1:] if last else prefix, z_p[:, -1:] if last else z_p)
@@ -126,16 +129,19 @@ def run_tree(
     prefix: Int[Tensor, "n p"],
     continuations: Int[Tensor, "n k c"],
     record: bool = False,
+    upto: int | None = None,
 ) -> Tree:
     """Logits of K continuations of each prefix (the continuation tokens are inputs at
     positions P..P+C-1), running each shared prefix once. With `record`, also every
-    layer's residual stream and head outputs (what `resume_tree` needs)."""
+    layer's residual stream and head outputs (what `resume_tree` needs); with `upto`, only
+    the layers up to that one are run and recorded (no logits)."""
     check_supported(model)
     p, c = prefix.shape[1], continuations.shape[2]
     resid_p = model.W_E[prefix] + model.W_pos[:p]
     resid_c = model.W_E[continuations] + model.W_pos[p : p + c]
     acts: dict[str, list[Tensor]] = {"prefix_resid": [], "prefix_z": [], "cont_resid": [], "cont_z": []}
-    first, cont = _forward_from(model, 0, resid_p, resid_c, acts if record else None)
+    out = _forward_from(model, 0, resid_p, resid_c, acts if record else None, upto)
+    first, cont = out if out is not None else (None, None)
     return Tree(**acts, first_logits=first, cont_logits=cont)
 
 

@@ -427,23 +427,25 @@ def _geometry_sections(c: Context) -> list[SectionSpec]:
         if c.analyses.tables.get("hessian") is None or c.analyses.tables["hessian"].empty:
             raise NotComputed(f"Not computed yet (minutes of Lanczos); compute it with: "
                               f"interp analyze {c.run.path} --only hessian")
-        return plots.hessian_spectrum(c.analyses.tables["hessian"], tau=c.tau, onsets=_event_steps(c))
+        return plots.eigenvalue_curves(c.analyses.tables["hessian"], tau=c.tau, onsets=_event_steps(c))
 
     def anisotropy(c: Context):
         if c.analyses.tables.get("hessian") is None or c.analyses.tables["hessian"].empty:
             raise NotComputed(f"Not computed yet; compute it with: interp analyze {c.run.path} --only hessian")
-        return plots.anisotropy(c.analyses.tables["hessian"], tau=c.tau)
+        return plots.anisotropy_curve(c.analyses.tables["hessian"], tau=c.tau, onsets=_event_steps(c))
 
     def escape(c: Context):
         if c.analyses.tables.get("hessian_escape") is None or c.analyses.tables["hessian_escape"].empty:
             raise NotComputed(f"Not computed yet; compute it with: interp analyze {c.run.path} --only hessian")
-        return plots.escape_heatmap(c.analyses.tables["hessian_escape"], tau=c.tau)
+        return plots.escape_heatmap(c.analyses.tables["hessian_escape"], tau=c.tau,
+                                     highlight=c.findings.get("routing_head"))
 
     def llc_fig(c: Context):
         if c.analyses.tables.get("llc") is None or c.analyses.tables["llc"].empty:
             raise NotComputed(f"Not computed yet (minutes of SGLD sampling); compute it with: "
                               f"interp analyze {c.run.path} --only llc --heads {c.findings.get('routing_head', 'L0H3')}")
-        return plots.llc_curves(c.analyses.tables["llc"], tau=c.tau, onsets=_event_steps(c))
+        return plots.llc_curves(c.analyses.tables["llc"], tau=c.tau, onsets=_event_steps(c),
+                                highlight=c.findings.get("routing_head"))
 
     return [
         ("hessian", "Geometry: Hessian extremes",

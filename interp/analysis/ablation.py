@@ -160,11 +160,12 @@ def _check_inputs(method: str, task: Task | None, mean_z, table) -> None:
 class _Probe:
     """One recorded forward of the probe: prefixes, their continuations and its z-source."""
 
-    def __init__(self, model, prefix: Tensor, outputs: Tensor, source_prefix: Tensor | None):
+    def __init__(self, model, prefix: Tensor, outputs: Tensor, source_prefix: Tensor | None, upto: int):
         self.outputs = outputs  # [n, K, out]: the continuation tokens are outputs[..., :-1]
         self.tree = run_tree(model, prefix, outputs[:, :, :-1], record=True)
+        # the source only lends head outputs, up to the highest ablated layer
         self.source = None if source_prefix is None else run_tree(model, source_prefix, outputs[:, :, :-1],
-                                                                  record=True)
+                                                                  record=True, upto=upto)
 
     def logprobs(self, first: Tensor, cont: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
         return tree_logprobs(first, cont, self.outputs[rows])
@@ -227,31 +228,51 @@ def effects(
 ) -> dict[str, dict[str, Tensor]]:
     """Per-example metrics (as `evaluate_examples`) with each component of `comps` ablated by
     `method`, plus the unablated ones under the key "clean"."""
-    check_methods(method)
-    _check_inputs(method, task, mean_z, table)
+    return effects_by_method(model, task, idx, alt, comps, (method,), mean_z, table)[method]
+
+
+@torch.no_grad()
+def effects_by_method(
+    model: nn.Module,
+    task: Task,
+    idx: Int[Tensor, " n"],
+    alt: Int[Tensor, " n"] | None,
+    comps: list[tuple[str, int, tuple[int, ...]]],
+    methods: tuple[str, ...],
+    mean_z: list[Tensor] | None = None,
+    table: Tensor | None = None,
+) -> dict[str, dict[str, dict[str, Tensor]]]:
+    """`effects` for several methods at once: the probe's recorded forward is shared by all."""
+    methods = check_methods(methods)
+    for method in methods:
+        _check_inputs(method, task, mean_z, table)
     check_alt_selector(task, idx, alt)
     if not fast_supported(model):
-        out = {"clean": evaluate_examples(model, task, idx, alt)}
-        for name, layer, heads in comps:
-            ablated = Ablated(model, {layer: heads}, method, task=task, mean_z=mean_z, table=table)
-            out[name] = evaluate_examples(ablated, task, idx, alt)
+        clean = evaluate_examples(model, task, idx, alt)
+        out = {}
+        for method in methods:
+            out[method] = {"clean": clean}
+            for name, layer, heads in comps:
+                ablated = Ablated(model, {layer: heads}, method, task=task, mean_z=mean_z, table=table)
+                out[method][name] = evaluate_examples(ablated, task, idx, alt)
         return out
     device = next(model.parameters()).device
     lay = task.layout
     dec = lay.decision_pos
     tokens = task.tokens[idx].to(device)
-    resampled = method == "resample"
+    resampled = "resample" in methods
     if task.has_candidates:
         outputs = task.candidates(idx).to(device)
     else:
         outputs = tokens[:, dec + 1 : lay.loss_pos[-1] + 2].unsqueeze(1)
     source = resample_tokens(task, tokens[:, : dec + 1], table) if resampled else None
-    probes = {"main": _Probe(model, tokens[:, : dec + 1], outputs, source)}
+    upto = max(c[1] for c in comps) if comps else 0
+    probes = {"main": _Probe(model, tokens[:, : dec + 1], outputs, source, upto)}
     if task.has_selector and alt is not None:
         shuffled = task.with_selector(idx, alt).to(device)
         own = shuffled[:, dec + 1 : lay.loss_pos[-1] + 2].unsqueeze(1)
         source = resample_tokens(task, shuffled[:, : dec + 1], table) if resampled else None
-        probes["shuffled"] = _Probe(model, shuffled[:, : dec + 1], own, source)
+        probes["shuffled"] = _Probe(model, shuffled[:, : dec + 1], own, source, upto)
 
     def metrics(main: tuple[Tensor, Tensor, Tensor], shuffled: tuple[Tensor, Tensor] | None) -> dict[str, Tensor]:
         logp, hit, first = (t.cpu() for t in main)
@@ -267,18 +288,22 @@ def effects(
     shuffled_of = lambda lp, fl: None if lp is None else (lp[:, 0].cpu(), fl.cpu())  # noqa: E731
     main_clean = clean(probes["main"])
     shuf_clean = clean(probes["shuffled"]) if "shuffled" in probes else None
-    out = {"clean": metrics(main_clean, shuf_clean and shuffled_of(shuf_clean[0], shuf_clean[2]))}
+    clean_metrics = metrics(main_clean, shuf_clean and shuffled_of(shuf_clean[0], shuf_clean[2]))
     n_heads = model.cfg.n_heads
-    for layer in sorted({c[1] for c in comps}):
-        here = [c for c in comps if c[1] == layer]
-        masks = torch.zeros(len(here), n_heads, dtype=torch.bool, device=device)
-        for i, (_, _, heads) in enumerate(here):
-            masks[i, list(heads)] = True
-        main = _ablated_logprobs(model, probes["main"], layer, masks, method, mean_z)
-        shuf = (_ablated_logprobs(model, probes["shuffled"], layer, masks, method, mean_z)
-                if "shuffled" in probes else None)
-        for i, (name, _, _) in enumerate(here):
-            out[name] = metrics(tuple(t[i] for t in main), shuf and shuffled_of(shuf[0][i], shuf[2][i]))
+    out = {}
+    for method in methods:
+        out[method] = {"clean": clean_metrics}
+        for layer in sorted({c[1] for c in comps}):
+            here = [c for c in comps if c[1] == layer]
+            masks = torch.zeros(len(here), n_heads, dtype=torch.bool, device=device)
+            for i, (_, _, heads) in enumerate(here):
+                masks[i, list(heads)] = True
+            main = _ablated_logprobs(model, probes["main"], layer, masks, method, mean_z)
+            shuf = (_ablated_logprobs(model, probes["shuffled"], layer, masks, method, mean_z)
+                    if "shuffled" in probes else None)
+            for i, (name, _, _) in enumerate(here):
+                out[method][name] = metrics(tuple(t[i] for t in main),
+                                            shuf and shuffled_of(shuf[0][i], shuf[2][i]))
     return out
 
 
@@ -318,13 +343,14 @@ def at_step(
                               f"{', '.join(c[0] for c in comps)}")
         comps = [c for c in comps if c[0] in wanted]
     rows = []
+    extra = {}
+    if "mean" in methods:
+        extra["mean_z"] = reference_mean_z(model, task, run.spec.seed)
+    if "resample" in methods:
+        extra["table"] = resample_table(task, run.spec.seed).to(device)
+    every = effects_by_method(model, task, idx, alt, comps, methods, **extra)
     for method in methods:
-        extra = {}
-        if method == "mean":
-            extra["mean_z"] = reference_mean_z(model, task, run.spec.seed)
-        if method == "resample":
-            extra["table"] = resample_table(task, run.spec.seed).to(device)
-        per = effects(model, task, idx, alt, comps, method, **extra)
+        per = every[method]
         clean = summarize(per["clean"])
         for name, layer, hs in comps:
             values = summarize(per[name])

@@ -49,7 +49,8 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
     """Resolve a step request to (saved step, label) pairs.
 
     None or "all": every saved step; "from:X" every saved step from X on (X a step or
-    pre/mid/post). Integers must be saved steps (a clear error names the
+    pre/mid/post); "transition": the saved steps nearest to fractions of tau (TAU_FRACTIONS)
+    and every saved step of the transition window (t_start..t_end, and the first after it). Integers must be saved steps (a clear error names the
     nearest otherwise). "pre", "mid", "post" are tau/4, tau and 2 tau snapped to the nearest
     saved step; they may be mixed with integers in a list or a comma-separated string. A
     relative step that lies beyond the run's last checkpoint is left out (never snapped back
@@ -59,6 +60,8 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
     available = saved_steps(run)
     if steps is None or steps == "all":
         return [(s, "") for s in available]
+    if steps == "transition":
+        return transition_steps(run, notes)
     if isinstance(steps, str) and steps.startswith("from:"):  # every saved step from one on
         ((first, _),) = select_steps(run, [steps[len("from:"):]])
         return [(s, "") for s in available if s >= first]
@@ -102,6 +105,32 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
     if not seen:
         raise InterpError("every requested step lies beyond the run: " + "; ".join(notes or []))
     return list(seen.items())
+
+
+TAU_FRACTIONS = (0.25, 0.5, 0.75, 0.97, 1.0, 1.5, 2.0)
+
+
+def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int, str]]:
+    """Where per-group statistics are read: nearest saved steps to fractions of tau (those
+    within the run) and every saved step through the transition window."""
+    from interp.transition import window_bounds
+
+    available = saved_steps(run)
+    t = tau(run)
+    if t is None:
+        raise InterpError(f"the transition steps are relative to tau, but {run.path} never reaches 0.5 log K; "
+                          f"give explicit steps instead")
+    chosen = {snap_to_saved(run, f * t) for f in TAU_FRACTIONS if f * t <= available[-1]}
+    series = run.metric_series("loss_cand")
+    pairs = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if v == v]
+    bounds = window_bounds([s for s, _ in pairs], [v for _, v in pairs], run.log_k) if pairs else None
+    if bounds is not None:
+        start, end = bounds
+        chosen |= {s for s in available if start <= s <= end}
+        after = [s for s in available if s > end]
+        if after:
+            chosen.add(after[0])
+    return [(s, "") for s in sorted(chosen)]
 
 
 def beyond_note(label: str, target: float, last: int) -> str:

@@ -17,14 +17,14 @@ import pandas as pd
 import torch
 from torch import nn
 
-from interp.analysis.common import group_examples, over_steps, probe_groups
+from interp.analysis.common import TAU_FRACTIONS, group_examples, over_steps, probe_groups
 from interp.metrics import evaluate_examples
 from interp.runs import Run
 from interp.task import Task
 
 DEFAULT_GROUPS = 200
 THRESHOLD = 0.8
-FRACTIONS = (0.25, 0.5, 0.75, 0.97, 1.0, 1.5, 2.0)
+FRACTIONS = TAU_FRACTIONS
 
 
 @torch.no_grad()

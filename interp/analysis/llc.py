@@ -50,12 +50,12 @@ from interp.seeding import torch_generator
 
 DEFAULTS: dict = {
     "chains": 4,
-    "draws": 200,  # SGLD steps per chain (devinterp's num_draws, one step between draws)
+    "draws": 120,  # SGLD steps per chain (one step between draws); 4 epochs of the demo at batch 100
     "burnin": 0,  # devinterp 2.0.1 averages burn-in steps into the estimate anyway
-    "epsilon": 1e-4,  # SGLD step size
-    "gamma": 300.0,  # localisation strength (pull towards the checkpoint)
-    "n_beta": None,  # None: devinterp.utils.default_nbeta(batch_size)
-    "batch_size": 64,
+    "epsilon": 3e-4,  # SGLD step size
+    "gamma": 1000.0,  # localisation strength (pull towards the checkpoint)
+    "n_beta": None,  # None: devinterp.utils.default_nbeta(batch_size) = b / log b
+    "batch_size": 100,
     "init_loss_batches": None,  # None: one epoch (every full batch of the training set)
 }
 RESTRICT = ("full", "L0H3")
@@ -205,8 +205,9 @@ def sample_llc(
 ) -> dict:
     """devinterp's LLC of any model: `input_ids` rows are the dataset, `loss_fn(model, ids)` the
     per-token loss [batch, seq - 1]. Returns per-chain values, their mean and std, the init
-    loss, each chain's drift (n_beta times the change of its mean loss from the first to the
-    last quarter of steps: far from 0 means the chain has not settled) and n_beta."""
+    loss, each chain's drift (n_beta times its mean loss over the second half of the steps minus
+    the first half: far from 0 means the chain has not settled; free of batch noise when each
+    half covers whole epochs) and n_beta."""
     sample, compute_llc, _, default_nbeta = _devinterp()
     if init_loss_batches is None:
         init_loss_batches = max(1, len(input_ids) // batch_size) if isinstance(batch_size, int) else 0
@@ -243,8 +244,8 @@ def sample_llc(
     failed = [str(w.message) for w in caught if "Chain" in str(w.message) and "failed" in str(w.message)]
     if failed:  # devinterp stops a chain whose loss is not finite; its value is then NaN
         warnings.warn(f"LLC: {len(failed)} chain(s) failed (NaN values): {'; '.join(failed)}", stacklevel=2)
-    quarter = max(1, trace.shape[1] // 4)
-    drift = nb * (trace[:, -quarter:].mean(1) - trace[:, :quarter].mean(1))
+    half = trace.shape[1] // 2
+    drift = nb * (trace[:, half:].mean(1) - trace[:, :half].mean(1)) if half else np.full(chains, np.nan)
     return {"chain_values": per_chain, "llc_mean": llc_mean, "llc_std": llc_std, "init_loss": init_loss,
             "drift": drift, "n_beta": nb, "init_loss_batches": init_loss_batches, "failed": failed}
 
@@ -276,8 +277,8 @@ def at_step(
     Returns one row per (step, restrict, chain) (tidy: per-chain values are rows):
       step, restrict ("full" or "L0H3"), chain (0..chains-1), llc (that chain's estimate,
       unitless), llc_mean and llc_std (over chains, devinterp's, std with ddof 0; repeated on
-      each row of the (step, restrict)), drift (n_beta * change of the chain's mean loss from
-      its first to its last quarter; near 0 when it settled), init_loss (nats at w0),
+      each row of the (step, restrict)), drift (n_beta * (chain's mean loss over its second
+      half of steps - over its first half); near 0 when it settled), init_loss (nats at w0),
       n_params (parameters sampled), and the settings (n_beta resolved to its value).
     Chains of different steps and restrictions share seeds (common random numbers).
     """

@@ -36,23 +36,28 @@ class Analysis:
     needs_routing_head: bool = False  # a parameter "routing" means the routing head of the run
     shares_model: bool = True  # may take the suite's loaded checkpoint (False: it changes the weights)
     extra: str = ""  # pip extra the module needs, named in the error when it is missing
+    module_defaults: bool = False  # the defaults are the module's DEFAULTS (read when it runs)
 
     @property
     def table_names(self) -> tuple[str, ...]:
         return self.tables or (self.name,)
 
-    def at_step(self) -> Callable:
-        """The module's per-step function (imports the module)."""
+    def module(self):
         try:
-            module = importlib.import_module(self.module)
+            return importlib.import_module(self.module)
         except ImportError as exc:
             hint = f"; install it with: pip install -e '.[{self.extra}]'" if self.extra else ""
             raise InterpError(f"the {self.name} analysis cannot be imported ({exc}){hint}") from None
-        return module.at_step
+
+    def at_step(self) -> Callable:
+        """The module's per-step function (imports the module)."""
+        return self.module().at_step
 
     def params(self, options: dict | None = None) -> dict:
         """Its defaults with the options that apply to it (by CLI name or parameter name)."""
         params = dict(self.defaults)
+        if self.module_defaults:
+            params = {**self.module().DEFAULTS, **params}
         for key, value in (options or {}).items():
             if value is None:
                 continue
@@ -116,8 +121,8 @@ register(Analysis(
 ))
 register(Analysis(
     "groups", "interp.analysis.groups",
-    "per-group candidate accuracy, every checkpoint from tau/4 on",
-    defaults={"n_groups": 200}, steps="from:pre", options={"n_groups": "n_groups"},
+    "per-group candidate accuracy at fractions of tau and through the transition window",
+    defaults={"n_groups": 200}, steps="transition", options={"n_groups": "n_groups"},
 ))
 register(Analysis(
     "ablation", "interp.analysis.ablation",
@@ -133,16 +138,16 @@ register(Analysis(
 register(Analysis(
     "usage", "interp.analysis.usage",
     "when the routing head's z is used: its resample-ablation cost and patching recovery, every checkpoint",
-    defaults={"head": "routing", "n_examples": 256, "n_pairs": 64}, needs_routing_head=True,
+    defaults={"head": "routing", "n_examples": 128, "n_pairs": 64}, needs_routing_head=True,
 ))
 register(Analysis(
     "hessian", "interp.analysis.hessian",
     "loss Hessian extremes by Lanczos, gradient alignment and where the escape direction lives",
-    defaults={}, default=False, shares_model=False, tables=("hessian", "hessian_escape"),
-    extra="landscape",
+    defaults={"restrict": None}, module_defaults=True, default=False, tables=("hessian", "hessian_escape"),
 ))
 register(Analysis(
     "llc", "interp.analysis.llc",
     "local learning coefficient (devinterp SGLD), whole model and per head",
-    defaults={}, default=False, shares_model=False, options={"heads": "restrict"}, extra="landscape",
+    defaults={"restrict": ("full", "L0H3")}, module_defaults=True, default=False, shares_model=False,
+    options={"heads": "restrict"}, extra="landscape",
 ))

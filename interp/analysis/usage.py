@@ -22,7 +22,7 @@ from interp.errors import InterpError
 from interp.names import parse_head
 from interp.runs import Run
 
-DEFAULTS = {"head": "routing", "n_examples": 256, "n_pairs": 64}
+DEFAULTS = {"head": "routing", "n_examples": 128, "n_pairs": 64}
 
 
 @torch.no_grad()

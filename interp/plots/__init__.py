@@ -26,6 +26,7 @@ from interp.plots.run import (
     timeline_figure,
     usage_curves,
 )
+from interp.plots.geometry import anisotropy_curve, eigenvalue_curves, escape_heatmap, llc_curves
 from interp.plots.sweep import (
     asymmetry_bars,
     candidate_loss_overlay,
@@ -47,6 +48,10 @@ __all__ = [
     "table_over_steps",
     "timeline_figure",
     "usage_curves",
+    "anisotropy_curve",
+    "eigenvalue_curves",
+    "escape_heatmap",
+    "llc_curves",
     "asymmetry_bars",
     "candidate_loss_overlay",
     "tau_vs_d",

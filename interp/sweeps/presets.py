@@ -22,7 +22,25 @@ _PAPER = preset("paper")
 # the paper's runs stop once the plateau is over: no need for its full 10,000 steps each
 _PAPER_SWEEP = _train(_PAPER, steps=50_000, stop_after_snap=500, checkpoint_every=1000, early_checkpoints=False)
 
+# the tiny preset, evaluated every 25 steps, with few checkpoints (the fits read the metrics log)
+_TINY = _train(preset("tiny"), steps=4000, checkpoint_every=500, early_checkpoints=False, densify=False)
+
 SWEEP_PRESETS: dict[str, SweepSpec] = {
+    # K = 3..13 at n_bases = 300: D = 900..3900 (4.3x), three seeds per D
+    "scaling-tiny": SweepSpec(base=_TINY, grid=(("task.k", (3, 5, 7, 10, 13)), ("seed", (0, 1, 2))),
+                              name="scaling-tiny"),
+    # D = 3000 with K = 3..30 (n_bases = 1000..100)
+    "fixed-d-tiny": SweepSpec(base=_TINY, grid=(("task.k", (3, 5, 10, 20, 30)), ("seed", (0, 1))), fixed_d=3000,
+                              name="fixed-d-tiny"),
+    # learning rate at batch 128, and batch size at lr 3e-3
+    "noise-tiny": SweepSpec(base=_TINY, grid=(("seed", (0, 1)),),
+                            points=tuple({"train.lr": lr, "train.batch_size": 128} for lr in (1e-3, 2e-3, 3e-3, 5e-3))
+                            + tuple({"train.lr": 3e-3, "train.batch_size": b} for b in (64, 256)),
+                            name="noise-tiny"),
+    # the same mapping in both directions: steps to exact match >= 0.99
+    "asymmetry-tiny": SweepSpec(base=_train(_TINY, steps=6000, stop_after_snap=None, stop_after_exact=50),
+                                grid=(("task.direction", ("bz_to_a", "a_to_b")), ("seed", (0, 1, 2))),
+                                name="asymmetry-tiny"),
     # K = 3..36 at n_bases = 1000 (D = 3k..36k), one seed per point as in the paper, plus replicates
     "paper-scaling": SweepSpec(base=_PAPER_SWEEP, grid=(("task.k", (3, 5, 7, 10, 13, 15, 17, 20, 25, 30, 36)),
                                                         ("seed", (0, 1, 2))), name="paper-scaling"),
