@@ -494,8 +494,11 @@ def escape_masses(
     out["layer"] = out["layer"].astype("Int64")
     out["head"] = out["head"].astype("Int64")
     order = {c: i for i, c in enumerate(component_order(out["component"]))}
-    key = out["component"].map(order) * 2 + (out["part"] != "all")
-    return out.iloc[np.argsort(key.to_numpy(), kind="stable")].reset_index(drop=True)
+    known = {p: i + 1 for i, p in enumerate(HEAD_PARTS + MLP_PARTS + tuple(EMBED_PARTS.values())
+                                           + tuple(UNEMBED_PARTS.values()))}
+    part_rank = out["part"].map(lambda p: 0 if p == "all" else known.get(p, len(known) + 1))
+    key = out["component"].map(order).to_numpy() * 1000 + part_rank.to_numpy()
+    return out.iloc[np.argsort(key, kind="stable")].reset_index(drop=True)
 
 
 def component_order(components: Iterable[str]) -> list[str]:

@@ -42,7 +42,7 @@ class Analysis:
     def table_names(self) -> tuple[str, ...]:
         return self.tables or (self.name,)
 
-    def module(self):
+    def load(self):
         try:
             return importlib.import_module(self.module)
         except ImportError as exc:
@@ -51,13 +51,13 @@ class Analysis:
 
     def at_step(self) -> Callable:
         """The module's per-step function (imports the module)."""
-        return self.module().at_step
+        return self.load().at_step
 
     def params(self, options: dict | None = None) -> dict:
         """Its defaults with the options that apply to it (by CLI name or parameter name)."""
         params = dict(self.defaults)
         if self.module_defaults:
-            params = {**self.module().DEFAULTS, **params}
+            params = {**self.load().DEFAULTS, **params}
         for key, value in (options or {}).items():
             if value is None:
                 continue
