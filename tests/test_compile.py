@@ -19,7 +19,16 @@ def test_compiled_training_is_reproducible_and_agrees_with_eager(tmp_path):
     first = _final(tmp_path, "compiled-1", compile=True)
     second = _final(tmp_path, "compiled-2", compile=True)
     assert all(torch.equal(first[k], second[k]) for k in first)  # bit-identical on the CPU
-    worst = max(float((first[k] - eager[k]).abs().max()) for k in first)
-    assert worst < 1e-3, worst  # same training, up to float rounding (measured in benchmarks/)
-    moved = max(float((eager[k] - _final(tmp_path, "other-seed", seed=1)[k]).abs().max()) for k in eager)
-    assert moved > 100 * max(worst, 1e-7)  # the tolerance is far below what a real difference looks like
+    drift = _relative_distance(first, eager)
+    # same training up to float rounding, which Adam's normalised steps carry along: 30 steps
+    # leave the weights 1e-4..1e-3 apart in relative norm (benchmarks/train_throughput.py)
+    assert drift < 1e-2, drift
+    moved = _relative_distance(_final(tmp_path, "other-seed", seed=1), eager)
+    assert moved > 0.5 and moved > 50 * drift  # a real difference (another seed) is of order 1
+
+
+def _relative_distance(a: dict, b: dict) -> float:
+    """||a - b|| / ||b|| over all parameters together."""
+    diff = sum(float((a[k].double() - b[k].double()).pow(2).sum()) for k in b)
+    norm = sum(float(b[k].double().pow(2).sum()) for k in b)
+    return (diff / norm) ** 0.5

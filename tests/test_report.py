@@ -120,7 +120,7 @@ def test_report_of_a_run_with_too_few_checkpoints(tmp_path):
     text = page.read_text()
     assert "a timeline needs at least 3 saved checkpoints" in text and "has 2" in text
     assert 'data-section="timeline"' in text and 'class="missing" data-section="timeline"' in text
-    assert 'class="missing" data-section="ablation"' in text and "never reaches 0.5 log K" in text
+    assert 'class="missing" data-section="ablation"' in text and "never falls below 0.5 log K" in text
     assert 'class="missing" id="missing"' in text  # listed at the top as well
     assert 'id="fig-loss"' in text  # what can be drawn still is
     dom = render(page, tmp_path)
