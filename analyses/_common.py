@@ -18,3 +18,24 @@ def parse(description: str) -> tuple[interp.Run, Path]:
 
 def row(name: str, ours: str, paper: str) -> str:
     return f"  {name:<44} ours: {ours:<22} paper: {paper}"
+
+
+def parse_sweep(description: str, default: str):
+    """A sweep folder (default: where its tiny preset's README command writes it) and the figure folder."""
+    from interp.sweeps.sweep import Sweep
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("sweep", nargs="?", default=default, help=f"sweep folder (default: {default})")
+    parser.add_argument("--out", default="out", help="folder for the figure (default: out/)")
+    parser.add_argument("--y", default="tau_half", choices=["tau_half", "tau_window"], help="the plateau measure")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return Sweep.open(args.sweep), out, args.y
+
+
+def status_line(sweep) -> str:
+    table = sweep.table()
+    counts = table["status"].value_counts().to_dict()
+    return (f"{sweep.path}: {len(table)} runs, {counts.get('done', 0)} done, {counts.get('failed', 0)} failed, "
+            f"{int(table['censored'].fillna(False).sum())} censored")

@@ -49,6 +49,18 @@ def supported(model: nn.Module) -> bool:
     return not _problems(model)
 
 
+def mlp(block: nn.Module, x: Tensor) -> Tensor:
+    """The block's MLP on x [..., d_model]: TransformerLens's computation as three fused ops
+    on a flat batch (its own forward, with hook points and reshapes, takes about 1.7x as
+    long); gated and layer-normed MLPs go through the module itself."""
+    module = block.mlp
+    if type(module).__name__ != "MLP" or module.cfg.is_layer_norm_activation():
+        return module(x)
+    flat = x.reshape(-1, x.shape[-1])
+    hidden = module.act_fn(torch.addmm(module.b_in, flat, module.W_in))
+    return torch.addmm(module.b_out, hidden, module.W_out).view(*x.shape[:-1], -1)
+
+
 def check_supported(model: nn.Module) -> None:
     problems = _problems(model)
     if problems:
@@ -104,7 +116,7 @@ def _block_after_attention(
 ) -> Float[Tensor, "b p d_model"]:
     attn = block.attn
     resid_mid = resid_in + torch.einsum("bphe,hed->bpd", z, attn.W_O) + attn.b_O
-    return resid_mid + block.mlp(block.ln2(resid_mid))
+    return resid_mid + mlp(block, block.ln2(resid_mid))
 
 
 def _continue(

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.incremental import check_supported
+from interp.incremental import check_supported, mlp
 
 
 @dataclass
@@ -90,7 +90,7 @@ def _after_attention(block: nn.Module, resid: Tensor, z: Tensor) -> Tensor:
     h, e, d = attn.W_O.shape
     out = torch.addmm(attn.b_O, z.reshape(-1, h * e), attn.W_O.reshape(h * e, d))
     mid = resid + out.view(resid.shape)
-    return mid + block.mlp(_layer_norm(block.ln2, mid))
+    return mid + mlp(block, _layer_norm(block.ln2, mid))
 
 
 def _unembed(model: nn.Module, resid: Tensor) -> Tensor:

@@ -184,3 +184,70 @@ def metrics_for(table: pd.DataFrame, n_points: int = 40) -> dict[str, pd.DataFra
         loss = log_k / (1.0 + np.exp(np.clip((steps - tau) / (0.05 * tau), -50, 50)))
         out[str(r.run)] = pd.DataFrame({"step": steps, "loss_cand": loss})
     return out
+
+
+# ---------------------------------------------------------------------------- sweep folders
+def write_sweep_folder(path, spec, tau_of, exact_of=None, every: int = 10, seed: int = 0):
+    """A real sweep folder (`Sweep.create`, one `Run.create` folder per point) whose runs did not
+    train: each gets a synthetic metrics log and a "done" status, so that `Sweep.table()`,
+    `interp scaling`, the report and the finding scripts read it through their real code paths.
+
+    `tau_of(run_spec, rng)` gives a run's true tau (candidate loss log K until about tau, a
+    sigmoid drop centred on it); `exact_of(run_spec, rng)` its steps to exact match >= 0.99
+    (default 1.4 tau). A run whose thresholds lie past its planned steps stays censored."""
+    from interp.runs import Run
+    from interp.sweeps.sweep import Sweep
+    from interp.task import DIRECTIONS
+
+    sweep = Sweep.create(path, spec)
+    rng = np.random.default_rng([seed, 23])
+    for name, run_spec, _ in sweep.points():
+        run = Run.create(sweep.path / name, run_spec)
+        has_cand = DIRECTIONS[run_spec.task.direction][1] == "A"
+        tau = tau_of(run_spec, rng) if has_cand else None
+        exact = exact_of(run_spec, rng) if exact_of is not None else 1.4 * tau
+        log_k = math.log(run_spec.task.k)
+        for step in range(0, run_spec.train.steps + 1, every):
+            row = {"step": step}
+            if has_cand:
+                drop = 1.0 / (1.0 + math.exp(min(50.0, max(-50.0, (step - tau) / (0.08 * tau)))))
+                row.update(loss_cand=log_k * drop + 1e-3, shuffle_gap=0.5 * (1 - drop),
+                           acc_cand=1.0 / run_spec.task.k + (1 - 1.0 / run_spec.task.k) * (1 - drop) ** 0.5
+                           if step < 1.3 * tau else 1.0)
+            row["acc_exact"] = min(1.0, step / exact) ** 3 if step < exact else 1.0
+            run.append_metrics(row)
+        run.write_status("done", last_step=run_spec.train.steps, wall_seconds=float(run_spec.train.steps) / 100)
+        run.release()
+    return Sweep.open(path)
+
+
+def sweep_folders(root) -> dict:
+    """The four family-level designs as real sweep folders of the small test model, each with a
+    known truth: tau = 3 D^1.2 (scaling), tau flat in K at D = 240 (fixed D), tau rising with the
+    learning rate and falling with the batch size (noise), a_to_b 2.5x slower (asymmetry)."""
+    from pathlib import Path
+
+    from interp.sweeps.sweep import SweepSpec
+    from tests.conftest import small_spec
+
+    root = Path(root)
+    base = small_spec(steps=6000, n_bases=24)
+    noise = lambda rng, sd=0.08: math.exp(sd * rng.standard_normal())  # noqa: E731
+    designs = {
+        "scaling": (SweepSpec(base=base, grid=(("task.k", (3, 4, 6, 8, 12)), ("seed", (0, 1, 2))), name="scaling"),
+                    lambda s, rng: 3.0 * s.task.dataset_size ** 1.2 * noise(rng), None),
+        "fixed-d": (SweepSpec(base=base, grid=(("task.k", (3, 4, 6, 8, 12)), ("seed", (0, 1))), fixed_d=240,
+                              name="fixed-d"),
+                    lambda s, rng: 1000.0 * noise(rng), None),
+        "noise": (SweepSpec(base=base, grid=(("seed", (0, 1)),),
+                            points=tuple({"train.lr": lr, "train.batch_size": 16} for lr in (1e-3, 2e-3, 4e-3))
+                            + tuple({"train.lr": 2e-3, "train.batch_size": b} for b in (8, 32)), name="noise"),
+                  lambda s, rng: 800.0 * (s.train.lr / 1e-3) ** 0.6 * (16 / s.train.batch_size) ** 0.5 * noise(rng),
+                  None),
+        "asymmetry": (SweepSpec(base=base, grid=(("task.direction", ("bz_to_a", "a_to_b")), ("seed", (0, 1, 2))),
+                                name="asymmetry"),
+                      lambda s, rng: 1000.0,
+                      lambda s, rng: (1400.0 if s.task.direction == "bz_to_a" else 3500.0) * noise(rng, 0.05)),
+    }
+    return {name: write_sweep_folder(root / name, spec, tau, exact, seed=i)
+            for i, (name, (spec, tau, exact)) in enumerate(designs.items())}

@@ -8,18 +8,28 @@ from pathlib import Path
 
 import pytest
 
+from tests.synthetic_sweeps import sweep_folders
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))
 FINDINGS = sorted(p for p in (ROOT / "analyses").glob("*.py") if not p.name.startswith("_"))
+# the family-level finding scripts read a sweep folder (synthetic here, with a known truth)
+SWEEP_FINDINGS = {"scaling_law.py": "scaling", "fixed_d_control.py": "fixed-d", "noise.py": "noise",
+                  "direction_asymmetry.py": "asymmetry"}
 EXPECT = {
     "01_load_checkpoint.py": "L0H3: attention from the decision position",
     "02_patch_heads.py": "heads patched at every position",
     "03_ablate_mid_transition.py": "zero ablation: change in candidate loss",
     "04_timeline.py": "routing head = L0H3",
+    "05_sweep.py": "k10-nb300-s1",
     "routing_head_lead.py": "lead (tau - onset) / tau",
     "ablation_mid_transition.py": "mid (tau, step",
     "collective_transition.py": "at 0.5 tau",
     "attention_evolution.py": "decision-position attention of L0H3 to z",
+    "scaling_law.py": "delta [95% CI]",
+    "fixed_d_control.py": "flat (CI contains 0)",
+    "noise.py": "slope of log tau vs log lr",
+    "direction_asymmetry.py": "a_to_b / bz_to_a, geometric mean",
 }
 
 
@@ -28,6 +38,11 @@ def demo_copy(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("examples") / "demo"
     shutil.copytree(ROOT / "checkpoints" / "demo", target, ignore=shutil.ignore_patterns("cache"))
     return target
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory) -> dict:
+    return sweep_folders(tmp_path_factory.mktemp("sweeps"))
 
 
 def _run(script: Path, *args: str, cwd: Path) -> str:
@@ -39,12 +54,18 @@ def _run(script: Path, *args: str, cwd: Path) -> str:
 
 
 def test_there_are_examples_and_findings():
-    assert len(EXAMPLES) == 4 and len(FINDINGS) == 4
+    assert len(EXAMPLES) == 5 and len(FINDINGS) == 8
     assert set(EXPECT) == {p.name for p in EXAMPLES + FINDINGS}
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script, demo_copy, tmp_path):
+    if script.name == "05_sweep.py":
+        out = _run(script, str(tmp_path / "sweep"), cwd=tmp_path)
+        assert EXPECT[script.name] in out and out.count(" done ") == 4
+        again = _run(script, str(tmp_path / "sweep"), cwd=tmp_path)  # nothing left to train
+        assert again == out
+        return
     args = [str(demo_copy)] + ([str(tmp_path / "timeline.html")] if script.name == "04_timeline.py" else [])
     out = _run(script, *args, cwd=tmp_path)
     assert EXPECT[script.name] in out
@@ -53,7 +74,8 @@ def test_example_runs(script, demo_copy, tmp_path):
 
 
 @pytest.mark.parametrize("script", FINDINGS, ids=lambda p: p.name)
-def test_finding_script_prints_ours_beside_the_paper_and_writes_its_figure(script, demo_copy, tmp_path):
-    out = _run(script, str(demo_copy), "--out", str(tmp_path), cwd=tmp_path)
+def test_finding_script_prints_ours_beside_the_paper_and_writes_its_figure(script, demo_copy, sweeps, tmp_path):
+    target = sweeps[SWEEP_FINDINGS[script.name]].path if script.name in SWEEP_FINDINGS else demo_copy
+    out = _run(script, str(target), "--out", str(tmp_path), cwd=tmp_path)
     assert EXPECT[script.name] in out and "paper:" in out and "ours:" in out
     assert list(tmp_path.glob("*.html"))

@@ -221,3 +221,12 @@ def test_without_ray_the_error_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(InterpError, match=r"pip install -e '.\[ray\]'"):
         executors.run_ray([])
+
+
+def test_folder_names_survive_reopening_a_sweep_of_points(tmp_path):
+    # sweep.json stores each point's fields in sorted order: the names must not depend on it
+    spec = SweepSpec(base=small_spec(), grid=(("seed", (0, 1)),),
+                     points=({"train.lr": 1e-3, "train.batch_size": 16}, {"train.batch_size": 8, "train.lr": 2e-3}))
+    created = [name for name, _, _ in Sweep.create(tmp_path / "s", spec).points()]
+    assert created == [name for name, _, _ in Sweep.open(tmp_path / "s").points()]
+    assert created[0] == "k4-nb24-s0-lr0.001-bs16"

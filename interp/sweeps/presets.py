@@ -25,20 +25,26 @@ _PAPER_SWEEP = _train(_PAPER, steps=50_000, stop_after_snap=500, checkpoint_ever
 # the tiny preset, evaluated every 25 steps, with few checkpoints (the fits read the metrics log)
 _TINY = _train(preset("tiny"), steps=4000, checkpoint_every=500, early_checkpoints=False, densify=False)
 
+def _task(spec: RunSpec, **values) -> RunSpec:
+    return replace(spec, task=replace(spec.task, **values))
+
+
 SWEEP_PRESETS: dict[str, SweepSpec] = {
-    # K = 3..13 at n_bases = 300: D = 900..3900 (4.3x), three seeds per D
-    "scaling-tiny": SweepSpec(base=_TINY, grid=(("task.k", (3, 5, 7, 10, 13)), ("seed", (0, 1, 2))),
-                              name="scaling-tiny"),
-    # D = 3000 with K = 3..30 (n_bases = 1000..100)
-    "fixed-d-tiny": SweepSpec(base=_TINY, grid=(("task.k", (3, 5, 10, 20, 30)), ("seed", (0, 1))), fixed_d=3000,
+    # K = 3..13 at n_bases = 200: D = 600..2600 (4.3x), three seeds per D
+    "scaling-tiny": SweepSpec(base=_task(_TINY, n_bases=200),
+                              grid=(("task.k", (3, 5, 7, 10, 13)), ("seed", (0, 1, 2))), name="scaling-tiny"),
+    # D = 1800 with K = 3..20 (n_bases = 600..90)
+    "fixed-d-tiny": SweepSpec(base=_TINY, grid=(("task.k", (3, 5, 10, 20)), ("seed", (0, 1))), fixed_d=1800,
                               name="fixed-d-tiny"),
-    # learning rate at batch 128, and batch size at lr 3e-3
-    "noise-tiny": SweepSpec(base=_TINY, grid=(("seed", (0, 1)),),
-                            points=tuple({"train.lr": lr, "train.batch_size": 128} for lr in (1e-3, 2e-3, 3e-3, 5e-3))
+    # K = 10 at n_bases = 150 (D = 1500): learning rate at batch 128, and batch size at lr 3e-3
+    "noise-tiny": SweepSpec(base=_task(_TINY, n_bases=150), grid=(("seed", (0, 1)),),
+                            points=tuple({"train.lr": lr, "train.batch_size": 128} for lr in (1e-3, 2e-3, 3e-3, 6e-3))
                             + tuple({"train.lr": 3e-3, "train.batch_size": b} for b in (64, 256)),
                             name="noise-tiny"),
-    # the same mapping in both directions: steps to exact match >= 0.99
-    "asymmetry-tiny": SweepSpec(base=_train(_TINY, steps=6000, stop_after_snap=None, stop_after_exact=50),
+    # K = 5 at n_bases = 200 (D = 1000), the same mapping in both directions: steps to exact
+    # match >= 0.99
+    "asymmetry-tiny": SweepSpec(base=_task(_train(_TINY, steps=5000, stop_after_snap=None, stop_after_exact=50),
+                                           k=5, n_bases=200),
                                 grid=(("task.direction", ("bz_to_a", "a_to_b")), ("seed", (0, 1, 2))),
                                 name="asymmetry-tiny"),
     # K = 3..36 at n_bases = 1000 (D = 3k..36k), one seed per point as in the paper, plus replicates

@@ -22,7 +22,6 @@ numpy, pandas and scipy only: plotly is imported by `.figure()` alone.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from interp.errors import InterpError
+from interp.seeding import numpy_generator
 
 # ---------------------------------------------------------------------------- the paper's numbers
 PAPER_DELTA = 1.19                       # tau ~ D^delta, D from 3k to 36k (K varied at n_bases = 1000)
@@ -63,11 +63,7 @@ class CensoredRunsWarning(UserWarning):
 
 # ---------------------------------------------------------------------------- small helpers
 def _rng(seed: int) -> np.random.Generator:
-    """`interp.seeding.numpy_generator(seed, "bootstrap")`, derived here the same way because
-    interp.seeding imports torch (seconds on a slow machine) and this module needs none of it;
-    tests/test_scaling.py checks that the two streams are identical."""
-    digest = hashlib.sha256(f"interp:{int(seed)}:bootstrap".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+    return numpy_generator(seed, "bootstrap")
 
 
 def _jsonable(v):

@@ -122,10 +122,13 @@ class SweepSpec:
 
     @property
     def fields(self) -> list[str]:
-        """Every field that varies (grid axes, point fields, n_bases for fixed D), in order."""
+        """Every field that varies: the grid axes in their order, then the points' fields in the
+        RunSpec's field order (never a dict's order, which does not survive sweep.json), then
+        n_bases for fixed D. Folder names follow this order."""
         out = [f for f, _ in self.grid]
-        for point in self.points:
-            out += [f for f in point if f not in out]
+        order = {name: i for i, name in enumerate(dotted_names())}
+        extra = {f for point in self.points for f in point if f not in out}
+        out += sorted(extra, key=lambda f: (order.get(f, len(order)), f))
         if self.fixed_d is not None and "task.n_bases" not in out:
             out.append("task.n_bases")
         return out
