@@ -58,7 +58,8 @@ def main() -> None:
             res, wall, cpu = _timed(lambda: hessian.at_step(
                 run, step, model=model, n_examples=args.n_examples, k=args.k, device=args.device))
             h = res["hessian"]
-            top, bottom = h[(h["which"] == "top") & (h["rank"] == 0)].iloc[0], h[(h["which"] == "bottom") & (h["rank"] == 0)].iloc[0]
+            top = h[(h["which"] == "top") & (h["rank"] == 0)].iloc[0]
+            bottom = h[(h["which"] == "bottom") & (h["rank"] == 0)].iloc[0]
             esc = res["hessian_escape"]
             esc = esc[esc["part"] == "all"].sort_values("mass", ascending=False)
             out["hessian"].append({

@@ -47,7 +47,9 @@ ERROR_RECORDER = """
   function record(text) { errors.push(String(text)); flush(); }
   window.addEventListener("error", function (e) {
     if (e && e.message) { record("error: " + e.message + " (" + (e.filename || "") + ":" + (e.lineno || "") + ")"); }
-    else if (e && e.target && e.target !== window) { record("failed to load " + (e.target.src || e.target.href || e.target.tagName)); }
+    else if (e && e.target && e.target !== window) {
+      record("failed to load " + (e.target.src || e.target.href || e.target.tagName));
+    }
     else { record("error: " + e); }
   }, true);
   window.addEventListener("unhandledrejection", function (e) {

@@ -295,7 +295,7 @@ assert not heavy, heavy
 
 def test_safetensors_headers_are_canonical():
     # safetensors' own writer orders metadata keys differently from one call to the next
-    from interp.checkpoints import read, serialize
+    from interp.checkpoints import serialize
 
     tensors = {"b": torch.ones(2), "a": torch.arange(3.0)}
     meta = {"step": "1", "format": "x", "param_groups": "[]", "extra": "{}"}

@@ -144,10 +144,12 @@ register(Analysis(
     "hessian", "interp.analysis.hessian",
     "loss Hessian extremes by Lanczos, gradient alignment and where the escape direction lives",
     defaults={"restrict": None}, module_defaults=True, default=False, tables=("hessian", "hessian_escape"),
+    steps="transition",  # minutes a checkpoint: the plateau (tau/4..tau) and the transition window
 ))
 register(Analysis(
     "llc", "interp.analysis.llc",
     "local learning coefficient (devinterp SGLD), whole model and per head",
     defaults={"restrict": ("full", "L0H3")}, module_defaults=True, default=False, shares_model=False,
+    steps="transition",
     options={"heads": "restrict"}, extra="landscape",
 ))
