@@ -188,7 +188,7 @@ def _analyses(run: Run, cache: bool, device: str, progress: bool, n_groups: int 
             params = entry.params()
         except InterpError:
             continue
-        for table, df in store.cached(entry.cache_key(params)).items():
+        for table, df in store.cached_any(entry.cache_key(params)).items():
             tables[table] = df
     return Analyses(tables, problems, result.notes if result else [], result.problems if result else [],
                     result.params if result else {},

@@ -76,3 +76,22 @@ def test_unknown_analyses_are_refused():
         registry.get("nope")
     with pytest.raises(InterpError, match="unknown analysis nope"):
         registry.parse_only("sensitivity,nope")
+
+
+def test_cached_results_are_found_under_other_parameters(run):
+    # the report shows a geometry analysis run with other parameters (e.g. --heads L0H3,L0H1)
+    import pandas as pd
+
+    store = ResultCache(run)
+    steps = run.steps[:2]
+    asked = {"analysis": "probe_any", "version": 1, "params": {"x": 0}}
+    more = {**asked, "params": {"x": 1}}
+    fewer = {**asked, "params": {"x": 2}}
+    for step in steps:
+        store.store(more, step, {"t": pd.DataFrame({"step": [step], "x": [1]})})
+    store.store(fewer, steps[0], {"t": pd.DataFrame({"step": [steps[0]], "x": [2]})})
+    found = store.cached_any(asked)["t"]
+    assert found["x"].tolist() == [1, 1] and found["step"].tolist() == steps  # the one with the most steps
+    assert store.cached_any({**asked, "version": 2}) == {}  # another version is never shown
+    store.store(asked, steps[0], {"t": pd.DataFrame({"step": [steps[0]], "x": [0]})})
+    assert store.cached_any(asked)["t"]["x"].tolist() == [0]  # its own parameters first

@@ -96,3 +96,29 @@ class ResultCache:
             for name, df in (tables or {}).items():
                 parts.setdefault(name, []).append(df)
         return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
+
+    def cached_any(self, key: dict) -> dict[str, pd.DataFrame]:
+        """`cached` under `key`, else under whichever parameters of the same analysis and
+        version have the most cached steps (e.g. an LLC run with --heads L0H3,L0H1 when the
+        report asks for the default heads): what was computed is shown, whatever it was asked with."""
+        found = self.cached(key)
+        if found or not self.enabled:
+            return found
+        root = self.run.path / CACHE_DIR / key["analysis"]
+        best: tuple[int, float, dict] | None = None
+        for folder in root.iterdir() if root.is_dir() else ():
+            files = sorted(folder.glob("step_*.json"))
+            if not files:
+                continue
+            try:
+                blob = json.loads(files[0].read_text())
+                other = {k: blob[k] for k in ("analysis", "version", "params")}
+            except (ValueError, KeyError, OSError, TypeError):
+                continue
+            if other["version"] != key["version"] or _digest(other) != folder.name:
+                continue
+            rank = (len(files), max(f.stat().st_mtime for f in files), other)
+            if best is None or rank[:2] > best[:2]:
+                best = rank
+        return self.cached(best[2]) if best else {}
+
