@@ -343,15 +343,19 @@ class Sweep:
         import pandas as pd
 
         df = self.table()
+        records = df.to_dict("records")
+        axes_of = [" ".join(f"{f}={r[f]}" for f in self.spec.fields) for r in records]
+        width = max([32, *map(len, axes_of)])
+        name_width = max([28, *(len(r["run"]) for r in records)])
         lines = []
-        for r in df.to_dict("records"):
-            axes = " ".join(f"{f}={r[f]}" for f in self.spec.fields)
+        for r, axes in zip(records, axes_of):
             tau = "-" if _nan(r["tau_half"]) else f"{int(r['tau_half'])}"
             if r.get("censored_tau_half"):
                 tau = f">{r['steps_run']}"
             wall = "-" if _nan(r["wall_seconds"]) else f"{r['wall_seconds']:.0f} s"
             steps = "-" if pd.isna(r["steps_run"]) else f"{r['steps_run']}/{r['planned_steps']}"
-            line = f"{r['run']:<28} {axes:<32} {r['status']:<12} steps {steps:<12} tau_half {tau:<7} wall {wall}"
+            line = (f"{r['run']:<{name_width}} {axes:<{width}} {r['status']:<12} steps {steps:<12} "
+                    f"tau_half {tau:<7} wall {wall}")
             if r["error"]:
                 line += f"  error: {r['error']}"
             lines.append(line)
