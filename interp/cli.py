@@ -272,7 +272,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if "full" not in {h.lower() for h in heads}:
             heads = ["full", *heads]  # the whole model's LLC beside the heads'
         heads = tuple(heads)
-    from interp.analysis.findings import describe
+    from interp.analysis.findings import describe, describe_geometry
     from interp.analysis.suite import run_suite
 
     options = {"n_groups": args.n_groups, "method": args.method, "heads": heads}
@@ -287,7 +287,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return 1 if result.problems else 0
     print(f"{run.path}: {', '.join(result.tables)} "
           f"({result.cache_misses} computed, {result.cache_hits} from cache)")
-    for line in describe(result.findings):
+    for line in describe(result.findings) + describe_geometry(result.tables):
         print("  " + line)
     if result.problems:
         print(f"interp: {len(result.problems)} step(s) could not be analysed (see the warnings above)",

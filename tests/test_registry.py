@@ -95,3 +95,11 @@ def test_cached_results_are_found_under_other_parameters(run):
     assert store.cached_any({**asked, "version": 2}) == {}  # another version is never shown
     store.store(asked, steps[0], {"t": pd.DataFrame({"step": [steps[0]], "x": [0]})})
     assert store.cached_any(asked)["t"]["x"].tolist() == [0]  # its own parameters first
+
+
+def test_analyze_prints_the_geometry_it_computed(run, capsys):
+    last = run.steps[-1]
+    assert main(["analyze", str(run.path), "--only", "hessian", "--steps", str(last), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.strip().startswith("hessian  step"))
+    assert f"step {last}" in line and "lambda_min" in line and "anisotropy" in line

@@ -169,3 +169,22 @@ def describe(findings: dict) -> list[str]:
         lines.append(f"patching (step {f['patching_step']})  top head {f['patching_top_head']}, "
                      f"normalised {fmt(f['patching_top_normalized'], '.2f')}")
     return lines
+
+
+def describe_geometry(tables: dict) -> list[str]:
+    """One line per step of the geometry analyses that were run (Hessian extremes, LLC)."""
+    lines = []
+    hess = tables.get("hessian")
+    if hess is not None and len(hess):
+        for step, df in hess.groupby("step", sort=True):
+            r = df.iloc[0]
+            lines.append(f"hessian  step {int(step):<6} lambda_min {r['lambda_min']:+.4g}  lambda_max "
+                         f"{r['lambda_max']:.4g}  anisotropy {r['anisotropy']:.3g}  |cos(g, v_min)| "
+                         f"{r['cos_grad_vmin']:.3f}  (n = {r['n_examples']}, max residual {df['residual'].max():.1e})")
+    llc = tables.get("llc")
+    if llc is not None and len(llc):
+        per = llc.groupby(["step", "restrict"], sort=True)[["llc_mean", "llc_std"]].first().reset_index()
+        for step, df in per.groupby("step", sort=True):
+            parts = [f"{r.restrict} {r.llc_mean:.4g} +- {r.llc_std:.2g}" for r in df.itertuples()]
+            lines.append(f"llc      step {int(step):<6} " + ", ".join(parts))
+    return lines
