@@ -433,7 +433,8 @@ def train_sweep(
     """Train every point of `sweep` that is not done yet, on `backend` ("local": a pool of
     `workers` processes with `threads` torch threads each; "ray": Ray tasks). Finished runs are
     skipped, interrupted ones resumed; a failed run is recorded and the others go on.
-    Returns the executor's Outcome (one result per trained point)."""
+    Returns the executor's Outcome (one result per trained point). The local pool's workers
+    import the calling script again: call this under `if __name__ == "__main__":`."""
     from tqdm.auto import tqdm
 
     from interp.sweeps import executors
