@@ -52,10 +52,10 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
     pre/mid/post); "transition": the saved steps nearest to fractions of tau (TAU_FRACTIONS)
     and every saved step of the transition window (t_start..t_end, and the first after it).
     Integers must be saved steps (a clear error names the nearest otherwise). "pre", "mid",
-    "post" are tau/4, tau and 2 tau snapped to the nearest saved step; they may be mixed with integers in a list or a comma-separated string. A
-    relative step that lies beyond the run's last checkpoint is left out (never snapped back
-    onto the last step) and, given `notes`, a sentence saying so is appended to it; each
-    saved step appears at most once.
+    "post" are tau/4, tau and 2 tau snapped to the nearest saved step; they may be mixed with
+    integers in a list or a comma-separated string. A relative step that lies beyond the
+    run's last checkpoint is left out (never snapped back onto the last step) and, given
+    `notes`, a sentence saying so is appended to it; each saved step appears at most once.
     """
     available = saved_steps(run)
     if steps is None or steps == "all":
