@@ -3,6 +3,7 @@ on by pytest's jaxtyping option in pyproject.toml (`--jaxtyping-packages=interp,
 which instruments the whole package before anything imports it."""
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
@@ -10,6 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from interp.model import ModelSpec  # noqa: E402
+from interp.runs import Run  # noqa: E402
 from interp.spec import RunSpec, TrainSpec  # noqa: E402
 from interp.task import Task, TaskSpec  # noqa: E402
 
@@ -23,6 +25,15 @@ def small_spec(**overrides) -> RunSpec:
         train=TrainSpec(steps=40, batch_size=16, eval_every=10, eval_size=64, checkpoint_every=20),
     )
     return spec.override(**overrides)
+
+
+DEMO = Path(__file__).resolve().parents[1] / "checkpoints" / "demo"  # shipped with the repository
+
+
+@pytest.fixture
+def demo_run():
+    """The shipped demo run (read only: the tests that change it work on a copy)."""
+    return Run.open(DEMO)
 
 
 @pytest.fixture

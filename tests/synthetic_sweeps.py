@@ -195,6 +195,7 @@ def write_sweep_folder(path, spec, tau_of, exact_of=None, every: int = 10, seed:
     `tau_of(run_spec, rng)` gives a run's true tau (candidate loss log K until about tau, a
     sigmoid drop centred on it); `exact_of(run_spec, rng)` its steps to exact match >= 0.99
     (default 1.4 tau). A run whose thresholds lie past its planned steps stays censored."""
+    from interp.names import METRICS
     from interp.runs import Run
     from interp.sweeps.sweep import Sweep
     from interp.task import DIRECTIONS
@@ -208,7 +209,7 @@ def write_sweep_folder(path, spec, tau_of, exact_of=None, every: int = 10, seed:
         exact = exact_of(run_spec, rng) if exact_of is not None else 1.4 * tau
         log_k = math.log(run_spec.task.k)
         for step in range(0, run_spec.train.steps + 1, every):
-            row = {"step": step}
+            row = {"step": step, **dict.fromkeys(METRICS)}  # every metric, null where undefined, as training logs
             if has_cand:
                 drop = 1.0 / (1.0 + math.exp(min(50.0, max(-50.0, (step - tau) / (0.08 * tau)))))
                 row.update(loss_cand=log_k * drop + 1e-3, shuffle_gap=0.5 * (1 - drop),

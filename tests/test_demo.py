@@ -5,7 +5,6 @@ carries z after the snap (largest z-share), zero-ablating it after the snap cost
 0.5 log K of candidate loss, and its z-sensitivity rises before tau.
 """
 
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,9 @@ from interp.presets import preset
 from interp.runs import Run
 from interp.timelines import timeline
 from interp.transition import rise_onset, tau
+from tests.conftest import DEMO
 from tests.test_tiny_preset import assert_plateau_then_snap
 
-DEMO = Path(__file__).resolve().parents[1] / "checkpoints" / "demo"
 # the documented command: interp train --preset tiny --out checkpoints/demo --checkpoint-dtype float16
 #   --checkpoint-every 100 --no-early-checkpoints --no-densify --dense-until 350
 DEMO_FLAGS = dict(checkpoint_dtype="float16", checkpoint_every=100, early_checkpoints=False, densify=False,

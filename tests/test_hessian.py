@@ -250,9 +250,9 @@ def test_across_escape_mass_and_robustness(tiny_run):
         hessian.at_step(tiny_run, 0, method="lanczos")
 
 
-def test_demo_plateau(demo_run_or_skip):
+def test_demo_plateau(demo_run):
     """The shipped demo at its plateau (step 400), at small settings (64 examples, k = 1)."""
-    run = demo_run_or_skip
+    run = demo_run
     out = hessian.at_step(run, 400, n_examples=64, k=1)
     h = out["hessian"]
     assert len(h) == 2 and (h["n_params"] == 409128).all()
@@ -263,13 +263,3 @@ def test_demo_plateau(demo_run_or_skip):
     assert h["lambda_min"].iloc[0] < 0
     e = out["hessian_escape"]
     assert e.loc[e["part"] == "all", "mass"].sum() == pytest.approx(1.0)
-
-
-@pytest.fixture
-def demo_run_or_skip():
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "checkpoints" / "demo"
-    if not Run.is_run(path):
-        pytest.skip("the demo run is not in this checkout")
-    return Run.open(path)

@@ -2,7 +2,6 @@
 
 import random
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from interp.analysis import llc
 from interp.errors import InterpError
 from interp.metrics import batch_loss
 from interp.model import ModelSpec, build_model
-from interp.runs import Run
 from interp.task import VOCAB_SIZE, Task, TaskSpec
 
 pytest.importorskip("devinterp")
@@ -151,14 +149,6 @@ def test_bad_settings_are_refused(model, task):
         llc.sample_llc(model, ids, fn, None, batch_size=10**6)
     with pytest.raises(InterpError, match="epsilon"):
         llc.sample_llc(model, ids, fn, None, epsilon=0.0)
-
-
-@pytest.fixture
-def demo_run():
-    path = Path(__file__).resolve().parents[1] / "checkpoints" / "demo"
-    if not Run.is_run(path):
-        pytest.skip("the demo run is not in this checkout")
-    return Run.open(path)
 
 
 def test_demo_table_at_small_settings(demo_run):

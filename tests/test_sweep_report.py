@@ -3,7 +3,6 @@ JavaScript error (on synthetic sweeps with known answers), and one real sweep tr
 and reported end to end through the CLI."""
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -13,12 +12,8 @@ from interp.sweeps.sweep import Sweep
 from tests import synthetic_sweeps as syn
 from tests.test_report import FIGURE_DIV, figures, js_errors, render
 
-DESIGNS = {
-    "scaling": lambda: syn.power_law_sweep(seed=1),
-    "fixed_d": lambda: syn.fixed_d_sweep(seed=2),
-    "noise": lambda: syn.noise_sweep(seed=3),
-    "asymmetry": lambda: syn.asymmetry_sweep(seed=4),
-}
+# each finding's figure id -> its synthetic sweep folder (tests/synthetic_sweeps.py)
+DESIGNS = {"scaling": "scaling", "fixed_d": "fixed-d", "noise": "noise", "asymmetry": "asymmetry"}
 # the real sweep: the small, fast-snapping model of the report tests at three dataset sizes
 REAL = ["--preset", "tiny", "--n-bases", "24", "--n-layers", "2", "--n-heads", "2", "--d-model", "32",
         "--d-head", "16", "--d-mlp", "64", "--batch-size", "16", "--lr", "0.003", "--eval-every", "10",
@@ -26,30 +21,9 @@ REAL = ["--preset", "tiny", "--n-bases", "24", "--n-layers", "2", "--n-heads", "
         "--threads-per-run", "1", "--quiet"]
 
 
-class _SyntheticSweep(Sweep):
-    """What the report reads of a sweep (its folder, spec name and axes, table and each run's
-    metrics), from a synthetic table instead of trained runs."""
-
-    def __init__(self, path: Path, name: str, table):
-        fields = [c for c in ("task.k", "task.n_bases", "train.lr", "train.batch_size", "task.direction", "seed")
-                  if c in table.columns]
-        self.path, self.spec, self._table = path, SimpleNamespace(name=name, fields=fields), table
-        self._runs = [SimpleNamespace(name=run, metrics=m) for run, m in syn.metrics_for(table).items()]
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def runs(self):
-        return self._runs
-
-    def table(self):
-        return self._table.copy()
-
-
-def _fake_sweep(path: Path, name: str, table) -> Sweep:
-    return _SyntheticSweep(path, name, table)
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory) -> dict:
+    return syn.sweep_folders(tmp_path_factory.mktemp("synthetic"))
 
 
 def _drawn(dom: str, ids: set[str]) -> None:
@@ -64,9 +38,8 @@ def _drawn(dom: str, ids: set[str]) -> None:
 
 
 @pytest.mark.parametrize("design", DESIGNS)
-def test_each_finding_is_drawn_in_a_browser(design, tmp_path):
-    table = DESIGNS[design]()
-    page = write_sweep_report(_fake_sweep(tmp_path / design, design, table), tmp_path / f"{design}.html")
+def test_each_finding_is_drawn_in_a_browser(design, sweeps, tmp_path):
+    page = write_sweep_report(sweeps[DESIGNS[design]], tmp_path / f"{design}.html")
     text = page.read_text()
     assert 'id="section-summary"' in text and 'id="runs"' in text
     dom = render(page, tmp_path)
@@ -77,12 +50,16 @@ def test_each_finding_is_drawn_in_a_browser(design, tmp_path):
 
 def test_censored_runs_are_flagged_in_the_report(tmp_path):
     # the largest D's runs stop before their plateau ends: censored, as in a real sweep
-    rows = [syn.run_row(k, 3.0 * (k * 1000) ** 1.2, seed=s, planned_steps=5_000_000 if k < 36 else 500_000)
-            for k in (3, 6, 12, 24, 36) for s in range(3)]
-    table = syn.make_table(rows)
-    slow = table["D"] == 36_000
+    from interp.sweeps.sweep import SweepSpec
+    from tests.conftest import small_spec
+
+    spec = SweepSpec(base=small_spec(steps=3000, n_bases=24), grid=(("task.k", (3, 4, 6, 8)), ("seed", (0, 1))))
+    sweep = syn.write_sweep_folder(tmp_path / "c", spec, lambda s, rng: 10 * s.task.dataset_size if s.task.k < 8
+                                   else 10_000.0)
+    table = sweep.table()
+    slow = table["k"] == 8
     assert table.loc[slow, "censored"].all() and not table.loc[~slow, "censored"].any()
-    text = write_sweep_report(_fake_sweep(tmp_path / "c", "c", table), tmp_path / "c.html").read_text()
+    text = write_sweep_report(sweep, tmp_path / "c.html").read_text()
     assert f"{int(slow.sum())} censored" in text and 'class="censored"' in text
     assert "(censored)" in text
 

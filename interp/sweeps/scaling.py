@@ -62,10 +62,6 @@ class CensoredRunsWarning(UserWarning):
 
 
 # ---------------------------------------------------------------------------- small helpers
-def _rng(seed: int) -> np.random.Generator:
-    return numpy_generator(seed, "bootstrap")
-
-
 def _jsonable(v):
     """Plain Python values for json.dumps: numpy scalars unwrapped, NaN -> None, tuples -> lists."""
     if isinstance(v, dict):
@@ -520,7 +516,7 @@ def power_law(table: pd.DataFrame, x: str = "D", y: str = "tau_half", n_boot: in
     _warn_pooled(used, what, ["lr", "batch_size"])
     sch = _resolve_scheme(scheme, lx)
     grid = np.linspace(lx.min(), lx.max(), BAND_POINTS)
-    boot = _bootstrap(lx, ly, sch, n_boot, ci, _rng(seed), grid)
+    boot = _bootstrap(lx, ly, sch, n_boot, ci, numpy_generator(seed, "bootstrap"), grid)
     sens = {}
     for key, pick in (("without_smallest", lx > lx.min()), ("without_largest", lx < lx.max())):
         xv = used[x].to_numpy(float)
@@ -633,7 +629,7 @@ def fixed_d(table: pd.DataFrame, y: str = "tau_half", d: int | float | None = No
     _warn_censored(sel, what, y)
     used = sel.used
     _warn_pooled(used, what, ["lr", "batch_size"])
-    fit = _slope_fit(used, "k", y, what, scheme, n_boot, ci, _rng(seed), fixed={"D": float(d)})
+    fit = _slope_fit(used, "k", y, what, scheme, n_boot, ci, numpy_generator(seed, "bootstrap"), fixed={"D": float(d)})
     per_k = _per_value(sel.points, "k", y)
     means = per_k["mean"].dropna()
     return FixedDResult(
@@ -733,7 +729,7 @@ def noise(table: pd.DataFrame, y: str = "tau_half", batch_size: int | float | No
     pts = sel.points
     used = sel.used
     _warn_pooled(used, what, ["D", "k"])
-    rng = _rng(seed)
+    rng = numpy_generator(seed, "bootstrap")
     for col, value in (("batch_size", batch_size), ("lr", lr)):
         if value is not None and not np.isclose(pts[col].to_numpy(float), float(value), rtol=1e-9, atol=0).any():
             have = ", ".join(f"{v:g}" for v in sorted(set(pts[col].astype(float))))
@@ -920,7 +916,7 @@ def asymmetry(table: pd.DataFrame, measure: str = "steps_to_exact_99", n_boot: i
         raise InterpError(f"{what}: too few complete pairs: {len(good)} (a mean ratio with a CI needs at least 2 seeds "
                           f"with both a bz_to_a and an a_to_b run that reached {measure}); "
                           f"{len(censored)} censored, {int(unpaired.sum())} unpaired")
-    rng = _rng(seed)
+    rng = numpy_generator(seed, "bootstrap")
     ratios = good["ratio"].to_numpy(float)
     lm, llo, lhi = _mean_ci(np.log(ratios), n_boot, ci, rng)
     m, mlo, mhi = _mean_ci(ratios, n_boot, ci, rng)
@@ -971,7 +967,7 @@ def coverage(scheme: str = "within", d_values: tuple[float, ...] = (3000, 6000, 
             eps = sigma / 3.0 * 9.0 ** u * gen.standard_normal(lx.shape)
         else:
             eps = sigma * np.where(u == 1.0, 4.0, 1.0) * gen.standard_normal(lx.shape)
-        boot = _bootstrap(lx, math.log(c) + delta * lx + eps, sch, n_boot, ci, _rng(seed * 100_003 + i))
+        boot = _bootstrap(lx, math.log(c) + delta * lx + eps, sch, n_boot, ci, numpy_generator(seed * 100_003 + i, "bootstrap"))
         hits += boot.lo <= delta <= boot.hi
         widths.append(boot.hi - boot.lo)
     return dict(scheme=sch, method=_method(sch, "D"), noise=noise, sigma=sigma, seeds=seeds, n_d=len(d_values),
