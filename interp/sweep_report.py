@@ -42,8 +42,7 @@ def sweep_fits(table: pd.DataFrame, y: str = "tau_half") -> Fits:
     done = table[table["status"] == "done"]
     directions = set(done["direction"])
     cand = done[done["direction"].isin(["bz_to_a"])]
-    # one D, up to rounding: n_bases = round(D / K) gives D = 10,008 at K = 36 (as scaling.fixed_d)
-    one_d = len(cand) > 0 and cand["D"].max() <= 1.02 * cand["D"].min()
+    one_d = scaling.one_dataset_size(cand["D"])  # n_bases = round(D / K): D = 10,008 at K = 36
     attempts = {
         "scaling": (not one_d and cand["D"].nunique() >= 3, "needs at least 3 values of D among the done bz_to_a runs",
                     lambda: scaling.power_law(table, x="D", y=y, direction="bz_to_a")),

@@ -609,6 +609,12 @@ def _per_value(points: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def one_dataset_size(d_values) -> bool:
+    """Whether the D values are one dataset size up to rounding (all within D_TOL of the smallest)."""
+    ds = [float(v) for v in d_values]
+    return bool(ds) and max(ds) <= min(ds) * (1 + D_TOL)
+
+
 def fixed_d(table: pd.DataFrame, y: str = "tau_half", d: int | float | None = None, n_boot: int = N_BOOT,
             ci: float = 0.95, seed: int = 0, scheme: str = "auto", direction: str | None = None) -> FixedDResult:
     """Slope of log tau against log K at one D, with a bootstrap CI; flat = the CI contains 0."""
@@ -621,7 +627,7 @@ def fixed_d(table: pd.DataFrame, y: str = "tau_half", d: int | float | None = No
         ds = sorted(set(all_d))
         if not ds:
             raise InterpError(f"{what}: the sweep table has no dataset size D")
-        if ds[-1] > ds[0] * (1 + D_TOL):
+        if not one_dataset_size(ds):
             raise InterpError(f"{what}: the table has {len(ds)} dataset sizes (D = {', '.join(map(str, ds))}); "
                               f"pass d= one of them (runs within {D_TOL:.0%} of it count as that D)")
         d = int(all_d.mode().min())
