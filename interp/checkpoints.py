@@ -20,7 +20,7 @@ from safetensors.torch import save as st_save
 from torch import Tensor, nn
 
 from interp.errors import InterpError
-from interp.io import sha256_bytes
+from interp.files import sha256_bytes
 
 SELF_HASH_KEY = "content_sha256"
 

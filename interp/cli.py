@@ -320,7 +320,7 @@ def _retrain(path: Path, quiet: bool, device: str) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from interp.devices import check_device
-    from interp.io import check_output_file
+    from interp.files import check_output_file
     from interp.report import write_report
     from interp.runs import Run
 
@@ -331,7 +331,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if Sweep.is_sweep(args.run):
         if args.retrain:
             raise InterpError("--retrain retrains one run; a sweep is trained with: interp sweep " + args.run)
-        from interp.sweep_report import write_sweep_report
+        from interp.report.sweep import write_sweep_report
 
         import time
 
@@ -353,7 +353,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     from interp.devices import check_device
-    from interp.io import check_output_file
+    from interp.files import check_output_file
     from interp.report import write_timeline
     from interp.runs import Run
 
@@ -470,7 +470,7 @@ def _dotted() -> list[str]:
 
 # ---------------------------------------------------------------------------- scaling
 def cmd_scaling(args: argparse.Namespace) -> int:
-    from interp.sweep_report import sweep_fits
+    from interp.report.sweep import sweep_fits
     from interp.sweeps.sweep import Sweep
 
     sweep = Sweep.open(args.sweep)

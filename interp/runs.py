@@ -28,13 +28,12 @@ import math
 import os
 import platform
 import socket
-import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
 
 from interp.errors import InterpError
-from interp.io import append_line, atomic_write_bytes, atomic_write_json, sha256_bytes
+from interp.files import append_line, atomic_write_bytes, atomic_write_json, check_writable_parent, current_umask, sha256_bytes
 from interp.spec import VOCAB_SIZE, RunSpec
 
 FORMAT = 1
@@ -95,7 +94,7 @@ class RunLock:
     def acquire(self, retries: int = 5) -> None:
         if self._fd is not None:
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~current_umask())
         for attempt in range(retries + 1):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -144,12 +143,6 @@ class RunLock:
         finally:
             os.close(fd)  # closing drops the probe's shared lock
         return False
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 class Run:
@@ -478,16 +471,7 @@ def check_new_folder(path: Path) -> None:
         raise InterpError(f"{path} already holds a run; resume it or choose another folder")
     if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
         raise InterpError(f"{path} exists and is not empty; choose another folder")
-    parent = path
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InterpError(f"cannot create {path}: {parent} is a file")
-    try:  # a real probe: permissions, read-only mounts and root's special folders alike
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as exc:
-        raise InterpError(f"cannot create {path}: {parent} is not writable ({exc.strerror})") from None
+    check_writable_parent(path, "create")
 
 
 def load_params(model, params: dict) -> None:

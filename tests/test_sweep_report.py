@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from interp.cli import main
-from interp.sweep_report import write_sweep_report
+from interp.report.sweep import write_sweep_report
 from interp.sweeps.sweep import Sweep
 from tests import synthetic_sweeps as syn
 from tests.test_report import FIGURE_DIV, figures, js_errors, render

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from interp.io import atomic_write_bytes
+from interp.files import atomic_write_bytes
 from interp.runs import CACHE_DIR, Run
 
 CACHE_FORMAT = 2

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp.errors import InterpError
-from interp.io import atomic_write_json
+from interp.files import atomic_write_json
 from interp.runs import Run
 from interp.spec import SECTIONS, RunSpec, dotted_names
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from interp.errors import InterpError
-from interp.report import Section, figure_html, page, section_html, summary_table, write_html
+from interp.report.page import Section, figure_html, page, section_html, summary_table, write_html
 from interp.sweeps import scaling
 from interp.sweeps.sweep import Sweep
 
@@ -158,7 +158,7 @@ def _runs_table(sweep: Sweep, table: pd.DataFrame, out: Path, linked: set[str]) 
 def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: str = "tau_half",
                        progress: bool = False) -> Path:
     """Write the sweep's report to `path`; with `runs`, also each done run's own report beside it."""
-    from interp.report import write_report
+    from interp.report.run import write_report
     from interp.runs import Run
 
     start = time.perf_counter()

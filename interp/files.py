@@ -11,7 +11,8 @@ from pathlib import Path
 from interp.errors import InterpError
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process's umask (read without changing it for longer than the call)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -25,7 +26,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -53,6 +54,23 @@ def append_line(path: Path, line: str) -> None:
         os.fsync(f.fileno())
 
 
+def check_writable_parent(path: Path, verb: str = "write", target: Path | None = None) -> None:
+    """Refuse when the nearest existing folder at or above `path` is a file or not writable
+    (a real probe: permissions, read-only mounts and root's special folders alike), naming
+    `target` (default `path`). Missing folders are fine: they are created."""
+    target = path if target is None else target
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InterpError(f"cannot {verb} {target}: {parent} is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise InterpError(f"cannot {verb} {target}: {parent} is not writable ({exc.strerror})") from None
+
+
 def check_output_file(path: str | Path, what: str = "output file") -> Path:
     """Refuse, before any work is done, a path a file cannot be written to: empty, a folder,
     under a file, or not writable. Missing parent folders are fine (they are created)."""
@@ -61,16 +79,7 @@ def check_output_file(path: str | Path, what: str = "output file") -> Path:
     path = Path(path)
     if path.is_dir():
         raise InterpError(f"{path} is a folder; the {what} must be a file path (e.g. {path / 'report.html'})")
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InterpError(f"cannot write {path}: {parent} is a file, not a folder")
-    try:  # a real probe: permissions, read-only mounts and root's special folders alike
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as exc:
-        raise InterpError(f"cannot write {path}: {parent} is not writable ({exc.strerror})") from None
+    check_writable_parent(path.parent, "write", target=path)
     if path.exists() and not os.access(path, os.W_OK):
         raise InterpError(f"cannot write {path}: permission denied")
     return path

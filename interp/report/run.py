@@ -1,22 +1,16 @@
-"""Self-contained HTML pages of a run: the full report and the timeline alone.
+"""The run report and the timeline page of one run.
 
-A page embeds plotly.js once, inline, and every figure as a div plus a call to
-`Plotly.newPlot`, so it opens from disk with no network. The analyses come from the suite
-(`interp.analysis.suite.run_suite`) and therefore from the run's cache when present: a
-second report of the same run only redraws. Each analysis and each figure is a section of
-its own; one that cannot be made (too few checkpoints, no tau, no candidate loss) is
-replaced by a note saying why, and the rest of the report is still written.
-
-A small script at the top of every page records JavaScript errors (window error events,
-unhandled promise rejections, console.error) in a hidden element `#js-errors`, so a
-headless browser can check that the page rendered cleanly.
+The analyses come from the suite (`interp.analysis.suite.run_suite`) and therefore from the
+run's cache when present: a second report of the same run only redraws. Each analysis and
+each figure is a section of its own; one that cannot be made (too few checkpoints, no tau,
+no candidate loss) is replaced by a note saying why, and the rest of the report is still
+written.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import html
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,118 +24,16 @@ from interp.analysis import suite as suite_analysis
 from interp.analysis.cache import ResultCache
 from interp.analysis.common import segment_names
 from interp.errors import InterpError
-from interp.io import atomic_write_bytes
+from interp.formatting import fmt
+from interp.report.page import NotComputed, Section, figure_html, page, section_html, summary_table, write_html
 from interp.runs import Run
 from interp.summary import run_summary
 from interp.timelines import Timeline, check_run, timeline
 from interp.transition import tau as run_tau
 
-ERROR_RECORDER = """
-(function () {
-  var errors = [];
-  window.__interpErrors = errors;
-  function flush() {
-    var el = document.getElementById("js-errors");
-    if (el) { el.textContent = errors.join("\\n"); el.setAttribute("data-count", String(errors.length)); }
-  }
-  function record(text) { errors.push(String(text)); flush(); }
-  window.addEventListener("error", function (e) {
-    if (e && e.message) { record("error: " + e.message + " (" + (e.filename || "") + ":" + (e.lineno || "") + ")"); }
-    else if (e && e.target && e.target !== window) {
-      record("failed to load " + (e.target.src || e.target.href || e.target.tagName));
-    }
-    else { record("error: " + e); }
-  }, true);
-  window.addEventListener("unhandledrejection", function (e) {
-    var r = e && e.reason; record("unhandled rejection: " + (r && r.stack ? r.stack : r));
-  });
-  var consoleError = console.error;
-  console.error = function () {
-    record("console.error: " + Array.prototype.map.call(arguments, String).join(" "));
-    return consoleError.apply(console, arguments);
-  };
-  document.addEventListener("DOMContentLoaded", flush);
-  window.addEventListener("load", function () {
-    flush();
-    document.body.setAttribute("data-loaded", "1");
-  });
-})();
-"""
-
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1300px;
-       color: #222; padding: 0 16px; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; }
-h2 { font-size: 1.25em; margin-top: 1.8em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
-.meta { color: #666; font-size: 0.9em; }
-table.summary { border-collapse: collapse; margin: 0.5em 0 1em; }
-table.summary th, table.summary td { text-align: left; padding: 4px 14px 4px 0; border-bottom: 1px solid #eee;
-       vertical-align: top; }
-table.summary th { font-weight: 600; white-space: nowrap; }
-.missing { background: #fff6e0; border-left: 4px solid #e6a700; padding: 8px 14px; margin: 1em 0; }
-.missing ul { margin: 0.3em 0; }
-.pending { background: #eef4fb; border-left: 4px solid #4a86c5; padding: 8px 14px; margin: 1em 0; }
-figure.report-figure { margin: 0.5em 0 1.5em; }
-figcaption { color: #444; font-size: 0.92em; margin-top: 4px; max-width: 1000px; }
-"""
-
-
-@dataclass
-class Section:
-    """One figure of the report: how to draw it, or why it could not be drawn."""
-
-    key: str
-    title: str
-    caption: str
-    html: str = ""
-    problem: str = ""
-    pending: bool = False  # an analysis that runs only when asked: the section shows its command
-
-
-class NotComputed(InterpError):
-    """A section's analysis runs only when asked for (minutes of work): say how, do not run it."""
-
-
-# ---------------------------------------------------------------------------- page assembly
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    # an inline script ends at the first "</script"; plotly.js never contains one, but be sure
-    return get_plotlyjs().replace("</script", "<\\/script")
-
-
-def figure_html(fig, key: str) -> str:
-    """A figure as a div + script, without plotly.js (the page embeds it once)."""
-    height = fig.layout.height or 450
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{key}", auto_play=False,
-                       default_width="100%", default_height=f"{int(height)}px",
-                       config={"responsive": True, "displaylogo": False})
-
-
-def page(title: str, body: str) -> str:
-    """A complete, self-contained HTML page: error recorder, plotly.js inline, then `body`."""
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<title>{html.escape(title)}</title>\n"
-        f"<script>{ERROR_RECORDER}</script>\n"
-        f"<style>{STYLE}</style>\n"
-        f"<script type=\"text/javascript\">{_plotly_js()}</script>\n"
-        "</head>\n<body>\n"
-        "<pre id=\"js-errors\" data-count=\"0\" hidden></pre>\n"
-        f"{body}\n</body>\n</html>\n"
-    )
-
-
-def write_html(path: Path, text: str) -> Path:
-    path = Path(path)
-    atomic_write_bytes(path, text.encode("utf-8"))
-    return path
-
 
 def _fmt(value, spec: str = "", none: str = "n/a") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return none
-    return format(value, spec)
+    return fmt(value, spec, none)
 
 
 # ---------------------------------------------------------------------------- analyses
@@ -262,11 +154,6 @@ def _summary_rows(run: Run, summary: dict, findings: dict) -> list[tuple[str, st
     else:
         rows.append(("groups ≥ 80% accurate at τ/2", "n/a"))
     return rows
-
-
-def summary_table(rows: list[tuple[str, str]]) -> str:
-    cells = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
-    return f"<table class=\"summary\" id=\"summary\">\n{cells}\n</table>"
 
 
 # ---------------------------------------------------------------------------- sections
@@ -487,18 +374,6 @@ def _sections(c: Context) -> list[Section]:
             section.problem = str(exc)
         sections.append(section)
     return sections
-
-
-def section_html(s: Section) -> str:
-    head = f"<h2 id=\"section-{s.key}\">{html.escape(s.title)}</h2>"
-    if s.pending:
-        return (f"<section class=\"pending\" data-section=\"{s.key}\">{head}\n"
-                f"<p>{html.escape(s.caption)}</p><p>{html.escape(s.problem)}</p></section>")
-    if s.problem:
-        return (f"<section class=\"missing\" data-section=\"{s.key}\">{head}\n"
-                f"<p>This figure could not be made: {html.escape(s.problem)}</p></section>")
-    return (f"<section data-section=\"{s.key}\">{head}\n<figure class=\"report-figure\">{s.html}\n"
-            f"<figcaption>{html.escape(s.caption)}</figcaption></figure></section>")
 
 
 # ---------------------------------------------------------------------------- entry points
