@@ -10,6 +10,7 @@ per seed; we report its geometric and arithmetic means with CIs.
 
 from _common import parse_sweep, row, status_line
 
+from interp import plots
 from interp.sweeps import scaling
 
 sweep, out, _ = parse_sweep(__doc__.splitlines()[0], "sweeps/asymmetry-tiny")
@@ -23,5 +24,5 @@ print(row("arithmetic mean [95% CI]",
 print(row("seed pairs (censored)", f"{res.n_pairs} ({res.n_censored_pairs})", "-"))
 print(f"summary: {res.summary()}")
 path = out / "direction_asymmetry.html"
-res.figure().write_html(path, include_plotlyjs=True)
+plots.asymmetry_bars(res).write_html(path, include_plotlyjs=True)
 print(f"figure: {path}")

@@ -10,6 +10,7 @@ of log tau against log K with its CI (flat when the CI contains 0) and the max/m
 
 from _common import parse_sweep, row, status_line
 
+from interp import plots
 from interp.sweeps import scaling
 
 sweep, out, y = parse_sweep(__doc__.splitlines()[0], "sweeps/fixed-d-tiny")
@@ -23,5 +24,5 @@ print(row("max/min of per-K mean tau", f"{res.ratio_max_min:.3f}", f"{max(paper.
 print(row("runs used / censored", f"{res.n_used} / {res.n_censored}", f"{len(paper)} points"))
 print(f"summary: {res.summary()}")
 path = out / "fixed_d_control.html"
-res.figure().write_html(path, include_plotlyjs=True)
+plots.tau_vs_k_fixed_d(res).write_html(path, include_plotlyjs=True)
 print(f"figure: {path}")

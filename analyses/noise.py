@@ -11,6 +11,7 @@ and sign, and the slope in examples seen (tau x batch), which normalises for thr
 
 from _common import parse_sweep, row, status_line
 
+from interp import plots
 from interp.sweeps import scaling
 
 sweep, out, y = parse_sweep(__doc__.splitlines()[0], "sweeps/noise-tiny")
@@ -33,5 +34,5 @@ if len(res.censored):
     print(row("censored (never snapped within the run)", ", ".join(res.censored["run"]), "lr 5e-3: tau > 50,000"))
 print(f"summary: {res.summary()}")
 path = out / "noise.html"
-res.figure().write_html(path, include_plotlyjs=True)
+plots.tau_vs_noise(res).write_html(path, include_plotlyjs=True)
 print(f"figure: {path}")

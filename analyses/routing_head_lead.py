@@ -13,6 +13,7 @@ restores > 20% of the logit difference).
 from _common import parse, row
 
 import interp
+from interp import plots
 
 run, out = parse(__doc__.splitlines()[0])
 tl = interp.timeline(run)  # sensitivity and usage through the suite's cache
@@ -25,5 +26,5 @@ for r in tl.events.itertuples():
     print(row(f"{r.label}: step, lead", f"{step}, {lead}", "lead about 0.5" if r.kind == "carried" else "(no paper value)"))
 print(row("lead (tau - onset) / tau, z-share onset", "-" if tl.lead is None else f"{tl.lead:.2f}", "about 0.5"))
 path = out / "routing_head_lead.html"
-tl.figure().write_html(path, include_plotlyjs=True)
+plots.timeline_figure(tl).write_html(path, include_plotlyjs=True)
 print(f"figure: {path}")

@@ -11,6 +11,7 @@ out, and the fit with the smallest and largest D left out shows how much the ran
 
 from _common import parse_sweep, row, status_line
 
+from interp import plots
 from interp.sweeps import scaling
 
 sweep, out, y = parse_sweep(__doc__.splitlines()[0], "sweeps/scaling-tiny")
@@ -26,5 +27,5 @@ for key, value in fit.range_sensitivity.items():
     print(row(f"delta, {key.replace('_', ' ')} D ({value['x']:g})", f"{value['delta']:.3f}", "-"))
 print(f"summary: {fit.summary()}")
 path = out / "scaling_law.html"
-fit.figure().write_html(path, include_plotlyjs=True)
+plots.tau_vs_d(fit).write_html(path, include_plotlyjs=True)
 print(f"figure: {path}")

@@ -13,6 +13,18 @@ hook path, and the whole suite (cold and warm).
    the largest difference of the summarised metrics between the two is reported.
 3. `interp analyze` over the run: cold (empty cache, in a temporary copy of the run), warm
    (second call, in-process) and per analysis (cold, each alone).
+4. The fast path's hand-written parts (`interp.fastpath`) against TransformerLens's own
+   `start_at_layer` / `stop_at_layer` doing the same job at the mid step, each pair checked
+   to agree before its timing counts (`engine_*`: ours, TransformerLens's, the ratio):
+   - tree: the candidate forward of the ablation probe (`run_tree`: each prefix once) against
+     `model` on the K full sequences (`stop_at_layer` cannot share a prefix either);
+   - tree_record: the same, recording resid_pre and hook_z of every layer, against
+     `run_with_cache(..., stop_at_layer=n_layers)`;
+   - resume_tree: zero-ablating each head of each layer of that probe (`resume_tree` from the
+     record) against `run_with_hooks(resid_pre, start_at_layer=layer)` with a hook_z hook;
+   - resume_from_z / resume_from_resid: head patching at all positions and residual patching
+     at every (layer, position) on the patching pairs, against `start_at_layer` with the
+     cached corrupted resid_pre (and a hook_z hook for heads).
 Prints one JSON line.
 """
 
@@ -33,6 +45,7 @@ import torch
 from interp.analysis import ablation, patching, registry
 from interp.analysis.common import select_steps
 from interp.analysis.suite import run_suite
+from interp.fastpath import base_cache, resume_from_resid, resume_from_z, resume_tree, run_tree
 from interp.runs import CACHE_DIR, Run
 
 
@@ -74,6 +87,117 @@ def _ablation(run, device: str, n_examples: int) -> dict:
             "ablation_max_abs_diff": worst}
 
 
+def _best(fn, repeat: int = 3):
+    """The output and the best of `repeat` timings (the engine parts are short)."""
+    times = []
+    for _ in range(repeat):
+        out, t = _timed(fn)
+        times.append(t)
+    return out, min(times)
+
+
+def _pair(out: dict, part: str, ours, tl, tol: float) -> None:
+    """Record one engine comparison: (result, seconds) of ours and of TransformerLens's."""
+    err = float((ours[0].double() - tl[0].double()).abs().max())
+    if err > tol:
+        raise SystemExit(f"engine {part}: ours and transformer_lens disagree by {err}")
+    out[f"engine_{part}_ours_s"] = round(ours[1], 4)
+    out[f"engine_{part}_tl_s"] = round(tl[1], 4)
+    out[f"engine_{part}_speedup"] = round(tl[1] / ours[1], 1)
+
+
+@torch.no_grad()
+def _engine(model, task, seed: int, pairs: dict, n_examples: int) -> dict:
+    """Each hand-written part of interp.fastpath against start_at_layer / stop_at_layer."""
+    from transformer_lens.utilities import get_act_name
+
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    lay = task.layout
+    dec, end = lay.decision_pos, lay.loss_pos[-1] + 1
+    idx, _ = task.sample(n_examples, seed, "probe")
+    device = next(model.parameters()).device
+    prefix, cands = task.tokens[idx, : dec + 1].to(device), task.candidates(idx).to(device)
+    full = task.with_candidates(idx)[:, :, :end].reshape(-1, end).to(device)  # [n K, T]
+    n, k = cands.shape[:2]
+    out: dict = {}
+
+    def tree_logits():
+        tree = run_tree(model, prefix, cands[:, :, :-1])
+        return torch.cat([tree.first_logits.unsqueeze(1), tree.cont_logits[:, 0]], 1)  # candidate 0
+
+    _pair(out, "tree", _best(tree_logits), _best(lambda: model(full).view(n, k, end, -1)[:, 0, dec:]), 1e-4)
+    wanted = {get_act_name(kind, l) for l in range(n_layers) for kind in ("z", "resid_pre")}
+    tl_record = lambda: model.run_with_cache(full, stop_at_layer=n_layers, names_filter=lambda m: m in wanted)[1]  # noqa: E731
+    ours = _best(lambda: run_tree(model, prefix, cands[:, :, :-1], record=True))
+    tl = _best(tl_record)
+    tl_z = tl[0][get_act_name("z", n_layers - 1)]  # [n K, T, head, d_head]: candidate 0's continuation
+    _pair(out, "tree_record", (ours[0].cont_z[-1][:, 0], ours[1]),
+          (tl_z.view(n, k, *tl_z.shape[1:])[:, 0, dec + 1 :], tl[1]), 1e-4)
+
+    # zero-ablate head h of `layer` in variant h: all heads of a layer in one batch
+    tree, record = ours[0], tl[0]
+    rows = torch.arange(n, device=device).repeat(n_heads)
+    mask = torch.eye(n_heads, dtype=torch.bool, device=device)
+
+    def ours_ablate():
+        firsts = []
+        for layer in range(n_layers):
+            zp, zc = tree.prefix_z[layer], tree.cont_z[layer]
+            new_p = torch.where(mask.view(n_heads, 1, 1, n_heads, 1), 0.0, zp.unsqueeze(0)).flatten(0, 1)
+            new_c = torch.where(mask.view(n_heads, 1, 1, 1, n_heads, 1), 0.0, zc.unsqueeze(0)).flatten(0, 1)
+            firsts.append(resume_tree(model, tree, layer, new_p, new_c, rows)[0])
+        return torch.stack(firsts)
+
+    head_of_row = torch.arange(n_heads, device=device).repeat_interleave(n * k)
+
+    def zero_head(z, hook):
+        z = z.clone()
+        z[torch.arange(len(z), device=device), :, head_of_row] = 0.0
+        return z
+
+    def tl_ablate():
+        firsts = []
+        for layer in range(n_layers):
+            resid = record[get_act_name("resid_pre", layer)].repeat(n_heads, 1, 1)
+            logits = model.run_with_hooks(resid, start_at_layer=layer, fwd_hooks=[(get_act_name("z", layer), zero_head)])
+            firsts.append(logits.view(n_heads, n, k, end, -1)[:, :, 0, dec].flatten(0, 1))
+        return torch.stack(firsts)
+
+    _pair(out, "resume_tree", _best(ours_ablate, 2), _best(tl_ablate, 2), 1e-4)
+
+    # patching: the corrupted run cached once, the clean activations patched in
+    clean, corrupt = pairs["clean"][:, : dec + 1], pairs["corrupt"][:, : dec + 1]
+    clean_cache, cache = base_cache(model, clean), base_cache(model, corrupt)
+    m = len(clean)
+    rows = torch.arange(m, device=device).repeat(n_heads)
+    one_hot = torch.nn.functional.one_hot(torch.arange(n_heads, device=device).repeat_interleave(m), n_heads).bool()
+    z_of = [torch.where(one_hot.view(-1, 1, n_heads, 1), clean_cache.z[l][rows], cache.z[l][rows]) for l in range(n_layers)]
+    ours = _best(lambda: torch.stack([resume_from_z(model, cache, l, z_of[l], 0, rows) for l in range(n_layers)]))
+
+    def tl_heads():
+        outs = []
+        for l in range(n_layers):
+            hook = (get_act_name("z", l), lambda z, hook, l=l: z_of[l])
+            outs.append(model.run_with_hooks(cache.resid_pre[l][rows], start_at_layer=l, fwd_hooks=[hook])[:, -1])
+        return torch.stack(outs)
+
+    _pair(out, "resume_from_z", ours, _best(tl_heads), 1e-4)
+    rows = torch.arange(m, device=device)
+
+    def patched(layer, p):
+        resid = cache.resid_pre[layer].clone()
+        resid[:, p] = clean_cache.resid_pre[layer][:, p]
+        return resid
+
+    grid = [(layer, p) for layer in range(n_layers) for p in range(dec + 1)]
+    inputs = {(layer, p): patched(layer, p) for layer, p in grid}
+    ours = _best(lambda: torch.stack([resume_from_resid(model, cache, layer, inputs[layer, p][:, p:], p, rows)
+                                      for layer, p in grid]))
+    tl = _best(lambda: torch.stack([model(inputs[layer, p], start_at_layer=layer)[:, -1] for layer, p in grid]))
+    _pair(out, "resume_from_resid", ours, tl, 1e-4)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="checkpoints/demo")
@@ -81,7 +205,10 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--skip-suite", action="store_true")
     parser.add_argument("--skip-ablation", action="store_true")
+    parser.add_argument("--skip-engine", action="store_true")
     parser.add_argument("--ablation-examples", type=int, default=ablation.DEFAULT_EXAMPLES)
+    parser.add_argument("--engine-examples", type=int, default=64,
+                        help="probe size of the engine comparison (TransformerLens's ablation is slow)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     from transformer_lens import patching as tl_patching
@@ -123,6 +250,8 @@ def main() -> None:
     }
     if not args.skip_ablation:
         out.update(_ablation(run, args.device, args.ablation_examples))
+    if not args.skip_engine:
+        out.update(_engine(model, task, run.spec.seed, pairs, args.engine_examples))
     if not args.skip_suite:
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / run.path.name

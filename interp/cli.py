@@ -60,13 +60,12 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 # ---------------------------------------------------------------------------- train
 def _positive_int(text: str) -> int:
+    from interp.analysis.registry import positive_int
+
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+        return positive_int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("invalid literal for int() with base 10", "invalid int value"))
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -97,36 +96,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _resume(out: Path, overrides: dict, args: argparse.Namespace) -> int:
-    """Validate everything (spec, lock, resume state, steps, device) before writing anything."""
-    from interp.devices import check_device, check_fits
-    from interp.runs import Run
+    from interp.devices import check_device
+    from interp.train import prepare_resume
 
-    run = Run.open(out)
-    steps = overrides.pop("steps", None)
-    changed = {k: v for k, v in overrides.items() if run.spec.override(**{k: v}) != run.spec}
-    if changed:
-        raise InterpError(
-            f"--resume continues the stored spec; only --steps may change (got {', '.join(changed)})"
-        )
     device = check_device(args.device)
-    run.acquire()
-    state = run.load_resume()
-    reached = max([state.step if state else 0, *run.steps])
-    if steps is not None:
-        if steps < reached:
-            raise InterpError(f"--steps {steps} is below step {reached}, which {out} has already reached; "
-                              f"a resumed run can only go further")
-        new_spec = run.spec.override(steps=steps)
-        new_spec.validate()
-        check_fits(new_spec, device)
-        if steps != run.spec.train.steps:
-            run.set_steps(steps)
+    run, state = prepare_resume(out, overrides, device)
     return _train(run, device, args, created=False, resume=state)
 
 
 def _train(run, device: str, args: argparse.Namespace, created: bool, resume=None) -> int:
-    from interp.summary import run_summary
-    from interp.train import train
+    from interp.summary import as_text, run_rows, run_summary
+    from interp.train import remove_unstarted, train
 
     print(f"training {run!r} on {device}", file=sys.stderr)
     try:
@@ -136,67 +116,29 @@ def _train(run, device: str, args: argparse.Namespace, created: bool, resume=Non
         return 130
     except BaseException:
         if created and not run.steps:
-            _remove_unstarted(run)
+            remove_unstarted(run)
         raise
     note = " (stopped after the snap)" if result.stopped_early else ""
     print(f"trained to step {result.last_step} in {result.seconds:.1f} s{note}", file=sys.stderr)
-    _print_summary(run_summary(run))
+    print(as_text(run_rows(run_summary(run))))
     return 0
 
 
-def _remove_unstarted(run) -> None:
-    """A run that failed before its first checkpoint leaves no folder behind."""
-    import shutil
-
-    run.release()
-    shutil.rmtree(run.path, ignore_errors=True)
-
-
 # ---------------------------------------------------------------------------- show / ls
-def _fmt(value, spec: str = "") -> str:
-    if value is None:
-        return "-"
-    return format(value, spec)
-
-
-def _print_summary(s: dict) -> None:
-    lk = s["log_k"]
-    ratio = lambda v: None if v is None else v / lk  # noqa: E731
-    rows = [
-        ("run", s["path"]),
-        ("task", f"{s['direction']}  K={s['k']}  n_bases={s['n_bases']}  D={s['dataset_size']}  "
-                 f"seed={s['seed']}  log K={lk:.4f}"),
-        ("saved", f"{s['n_checkpoints']} checkpoints, steps {_fmt(s['first_step'])}..{_fmt(s['last_step'])} "
-                  f"(planned {s['planned_steps']}, last evaluated {_fmt(s['last_evaluated'])})"),
-        ("plateau", f"Lc / log K = {_fmt(s['plateau_height'], '.4f')}; within 5% of log K with dz < 0.05 "
-                    f"from step {_fmt(s['plateau_start'])} to {_fmt(s['plateau_end'])}"),
-        ("tau", f"tau_half = {_fmt(s['tau_half'])}, tau_window = {_fmt(s['tau_window'])} "
-                f"(from step {_fmt(s['window_start'])} to {_fmt(s['window_end'])}); "
-                f"snap (Lc < 0.05 log K) at step {_fmt(s['snap_step'])}"),
-    ]
-    if s.get("final_loss") is not None:
-        rows.append(("final", f"Lc / log K = {_fmt(ratio(s.get('final_loss_cand')), '.4f')}, "
-                              f"dz = {_fmt(s.get('final_shuffle_gap'), '.3f')} nats, "
-                              f"candidate acc = {_fmt(s.get('final_acc_cand'), '.3f')}, "
-                              f"exact match = {_fmt(s.get('final_acc_exact'), '.3f')}"))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     from interp.runs import Run
-    from interp.summary import run_summary
+    from interp.summary import as_text, run_rows, run_summary
 
     summary = run_summary(Run.open(args.run))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        _print_summary(summary)
+        print(as_text(run_rows(summary)))
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    from interp.formatting import fmt
     from interp.runs import Run
     from interp.summary import run_summary
 
@@ -221,9 +163,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     for path in sweeps:
         try:
             sweep = Sweep.open(path)
-            states = [sweep.state_of(name)[0] for name, _, _ in sweep.points()]
-            sweep_rows.append({"path": str(path), "kind": "sweep", "runs": len(states),
-                               **{state: states.count(state) for state in ("done", "running", "failed")},
+            counts = sweep.counts()
+            sweep_rows.append({"path": str(path), "kind": "sweep", "runs": sum(counts.values()), **counts,
                                "axes": sweep.spec.fields})
         except InterpError as exc:
             broken.append((path, str(exc)))
@@ -245,8 +186,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         final = s.get("final_loss_cand")
         final = None if final is None else final / s["log_k"]
         print(f"{Path(s['path']).name:<24} {s['direction']:<9} {s['k']:>3} {s['dataset_size']:>7} "
-              f"{s['seed']:>4} {s['n_checkpoints']:>5} {_fmt(s['last_step']):>7} "
-              f"{_fmt(s['tau_half']):>8} {_fmt(final, '.4f'):>13}")
+              f"{s['seed']:>4} {s['n_checkpoints']:>5} {fmt(s['last_step']):>7} "
+              f"{fmt(s['tau_half']):>8} {fmt(final, '.4f'):>13}")
     for path, error in broken:
         print(f"{path.name:<24} unreadable: {error}")
     return 1 if broken else 0
@@ -259,23 +200,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from interp.runs import Run
 
     names = registry.parse_only(args.only)
+    options = {o.dest: getattr(args, o.dest, None) for o in registry.options()}
     run = Run.open(args.run)
     check_device(args.device)
-    heads = None
-    if args.heads is not None:
-        from interp.names import parse_head
-
-        heads = [h.strip() for h in args.heads.split(",") if h.strip()]
-        bad = [h for h in heads if h.lower() != "full" and parse_head(h) is None]
-        if bad or not heads:
-            raise InterpError(f"--heads takes head names such as L0H3,L0H1 (or 'full'), got {args.heads!r}")
-        if "full" not in {h.lower() for h in heads}:
-            heads = ["full", *heads]  # the whole model's LLC beside the heads'
-        heads = tuple(heads)
-    from interp.analysis.findings import describe, describe_geometry
+    from interp.analysis.findings import summary_rows
     from interp.analysis.suite import run_suite
+    from interp.summary import as_text
 
-    options = {"n_groups": args.n_groups, "method": args.method, "heads": heads}
     result = run_suite(run, only=names, steps=args.steps, options=options, device=args.device,
                        progress=not args.quiet and not args.json, cache=not args.no_cache)
     for line in result.notes + result.problems:
@@ -287,8 +218,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return 1 if result.problems else 0
     print(f"{run.path}: {', '.join(result.tables)} "
           f"({result.cache_misses} computed, {result.cache_hits} from cache)")
-    for line in describe(result.findings) + describe_geometry(result.tables):
-        print("  " + line)
+    rows = [("tau (tau_half)", "-" if result.findings.get("tau") is None else str(result.findings["tau"]))]
+    print("\n".join("  " + line for line in as_text(rows + summary_rows(result.findings, result.tables)).splitlines()))
     if result.problems:
         print(f"interp: {len(result.problems)} step(s) could not be analysed (see the warnings above)",
               file=sys.stderr)
@@ -297,27 +228,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- report / timeline
-def _retrain(path: Path, quiet: bool, device: str) -> None:
-    """Train the run at `path` again from its stored spec, replacing it only once done."""
-    import shutil
-
-    from interp.runs import Run
-    from interp.train import train
-
-    old = Run.open(path)
-    fresh = path.with_name(path.name + ".retrain")
-    if fresh.exists():
-        shutil.rmtree(fresh)
-    print(f"retraining {path} from its stored spec into {fresh}", file=sys.stderr)
-    train(Run.create(fresh, old.spec), device=device, progress=not quiet)
-    backup = path.with_name(path.name + ".old")
-    if backup.exists():
-        shutil.rmtree(backup)
-    path.rename(backup)
-    fresh.rename(path)
-    shutil.rmtree(backup)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from interp.devices import check_device
     from interp.files import check_output_file
@@ -341,7 +251,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     Run.open(args.run)
     if args.retrain:
-        _retrain(Path(args.run), args.quiet, args.device)
+        from interp.train import retrain
+
+        print(f"retraining {args.run} from its stored spec (the old run is replaced once done)", file=sys.stderr)
+        retrain(args.run, device=args.device, progress=not args.quiet)
     import time
 
     start = time.perf_counter()
@@ -380,44 +293,10 @@ def _add_sweep_value_flags(parser: argparse.ArgumentParser) -> None:
 
 def _sweep_spec(args: argparse.Namespace):
     """The SweepSpec of the command line: a run or sweep preset, flags and --grid / --point axes."""
-    from interp.presets import PRESETS, preset
-    from interp.spec import dotted_names
-    from interp.sweeps.presets import SWEEP_PRESETS
-    from interp.sweeps.sweep import SweepSpec, parse_axis, parse_value
+    from interp.sweeps.presets import sweep_spec
 
-    name = args.preset or DEFAULT_PRESET
-    if name in SWEEP_PRESETS:
-        spec = SWEEP_PRESETS[name]
-    elif name in PRESETS:
-        spec = SweepSpec(base=preset(name))
-    else:
-        raise InterpError(f"unknown preset {name!r}; runs: {', '.join(PRESETS)}; sweeps: {', '.join(SWEEP_PRESETS)}")
-    base, grid = spec.base, dict(spec.grid)
-    for dotted in dotted_names():
-        text = getattr(args, dotted, None)
-        if text is None:
-            continue
-        values = [parse_value(dotted, v) for v in text.split(",") if v.strip()]
-        if not values:
-            raise InterpError(f"--{dotted.rpartition('.')[2].replace('_', '-')} has no value")
-        if len(values) == 1 and "," not in text:
-            base = base.replace(dotted, values[0])
-        else:
-            grid[dotted] = tuple(values)
-    for text in args.grid or []:
-        field, values = parse_axis(text)
-        grid[field] = tuple(values)
-    points = list(spec.points)
-    for text in args.point or []:
-        point = {}
-        for item in text.split(","):
-            field, _, value = item.partition("=")
-            if not _:
-                raise InterpError(f"a point is FIELD=V,FIELD=V (e.g. task.k=10,seed=1), got {text!r}")
-            point[field.strip()] = parse_value(field.strip(), value)
-        points.append(point)
-    fixed_d = args.fixed_d if args.fixed_d is not None else spec.fixed_d
-    return SweepSpec(base=base, grid=tuple(grid.items()), points=tuple(points), fixed_d=fixed_d, name=spec.name)
+    fields = {d: getattr(args, d) for d in _dotted() if getattr(args, d, None) is not None}
+    return sweep_spec(args.preset or DEFAULT_PRESET, fields, args.grid, args.point, args.fixed_d)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -456,10 +335,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     outcome = train_sweep(sweep, backend=args.backend, workers=args.workers, threads=args.threads_per_run,
                           device=device, address=args.address, cpus_per_run=args.cpus_per_run,
                           gpus_per_run=args.gpus_per_run, progress=not args.quiet)
-    states = [sweep.state_of(name)[0] for name, _, _ in sweep.points()]
-    print(f"{states.count('done')} of {n} runs done, {states.count('failed')} failed "
+    counts = sweep.counts()
+    print(f"{counts['done']} of {n} runs done, {counts['failed']} failed "
           f"(interp sweep status {sweep.path})", file=sys.stderr)
-    return 1 if outcome.failed or "failed" in states else 0
+    return 1 if outcome.failed or counts["failed"] else 0
 
 
 def _dotted() -> list[str]:
@@ -470,7 +349,7 @@ def _dotted() -> list[str]:
 
 # ---------------------------------------------------------------------------- scaling
 def cmd_scaling(args: argparse.Namespace) -> int:
-    from interp.report.sweep import sweep_fits
+    from interp.sweeps.family import sweep_fits
     from interp.sweeps.sweep import Sweep
 
     sweep = Sweep.open(args.sweep)
@@ -493,6 +372,18 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- main
+def _typed(option):
+    """An analysis option's parser as an argparse type (its errors become argparse's one line)."""
+    def parse(text: str):
+        try:
+            return option.read(text)
+        except InterpError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--{option.flag}: ")) from None
+
+    parse.__name__ = option.flag
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     from interp.presets import PRESETS
 
@@ -522,10 +413,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", help="comma-separated subset of: " + ", ".join(registry.REGISTRY)
                    + f" (default: {', '.join(registry.default_names())})")
     p.add_argument("--steps", help="saved steps, 'all', or pre/mid/post (tau/4, tau, 2 tau), comma-separated")
-    p.add_argument("--method", choices=["zero", "mean", "resample"],
-                   help="ablation method (default: all three)")
-    p.add_argument("--heads", help="heads for the per-head LLC, e.g. L0H3,L0H1 (the whole model's is added)")
-    p.add_argument("--n-groups", type=_positive_int, help="probe size in groups (default: per analysis)")
+    for option in registry.options():  # each analysis's own options, from its registry entry
+        users = ", ".join(e.name for e in registry.REGISTRY.values() if option in e.options)
+        p.add_argument("--" + option.flag, dest=option.dest, type=_typed(option), metavar=option.metavar,
+                       help=f"{option.help} [{users}]" + (f"; one or more of {', '.join(option.choices)}"
+                                                          if option.choices else ""))
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--no-cache", action="store_true", help="recompute everything, write nothing")
     p.add_argument("--json", action="store_true", help="findings and tables as JSON on stdout")

@@ -26,8 +26,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interp.incremental import has_active_hooks, supported
-from interp.prefix_tree import run_tree
+from interp.fastpath import run_tree, usable
 from interp.names import METRICS
 from interp.task import Task
 
@@ -41,11 +40,6 @@ def _device(model: Model) -> torch.device:
     params = getattr(model, "parameters", None)
     first = next(params(), None) if params is not None else None
     return first.device if first is not None else torch.device("cpu")
-
-
-def _fast(model: Model) -> bool:
-    """Whether `model` can use the shared-prefix forward (a plain interp HookedTransformer)."""
-    return supported(model) and not has_active_hooks(model)
 
 
 def _wide(logits: Tensor) -> Tensor:
@@ -102,10 +96,10 @@ def candidate_logprobs(
 ) -> tuple[Float[Tensor, "n k out"], Bool[Tensor, "n k out"], Float[Tensor, "n vocab"]]:
     """Log-probability and argmax hit of every output token of every candidate, and the
     decision-position logits. Plain HookedTransformers run each shared prefix once and only
-    the K continuations after it (`interp.prefix_tree`); anything else runs the K full sequences."""
+    the K continuations after it (`interp.fastpath.tree`); anything else runs the K full sequences."""
     layout = task.layout
     n, k = len(idx), task.k
-    if not _fast(model):
+    if not usable(model):
         seqs = task.with_candidates(idx).reshape(n * k, -1)
         logp, hit, first_logits = output_logprobs(model, seqs, layout.loss_pos, chunk_size)
         return logp.reshape(n, k, -1), hit.reshape(n, k, -1), first_logits.reshape(n, k, -1)[:, 0]

@@ -224,8 +224,13 @@ class Run:
         """Whether some process (this one included) holds the writer's lock now."""
         return self._lock.is_locked()
 
+    @property
+    def is_writer(self) -> bool:
+        """Whether this process holds the run's writer lock."""
+        return self._lock.held
+
     def _require_writer(self) -> None:
-        if not self._lock.held:
+        if not self.is_writer:
             raise InterpError(f"{self.path}: only the process holding the run's lock may write it "
                               f"(call run.acquire() first)")
 
@@ -472,10 +477,3 @@ def check_new_folder(path: Path) -> None:
     if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
         raise InterpError(f"{path} exists and is not empty; choose another folder")
     check_writable_parent(path, "create")
-
-
-def load_params(model, params: dict) -> None:
-    """Copy saved parameters into `model` (`interp.checkpoints.load_params`)."""
-    from interp.checkpoints import load_params as load
-
-    load(model, params)

@@ -8,13 +8,22 @@ import hashlib
 
 import numpy as np
 
-STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "hessian", "llc", "bootstrap")
+# Streams shared across the toolkit; an analysis that draws its own declares it in its
+# registry entry (`Analysis.stream`), which is where `streams()` finds it.
+BASE_STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "bootstrap")
+
+
+def streams() -> tuple[str, ...]:
+    """Every known stream: the shared ones and those of the registered analyses."""
+    from interp.analysis import registry  # torch-free: the table only, no analysis module
+
+    return BASE_STREAMS + tuple(s for s in registry.streams() if s not in BASE_STREAMS)
 
 
 def derive_seed(seed: int, stream: str) -> int:
     """A 63-bit seed for `stream`, a pure function of (seed, stream)."""
-    if stream not in STREAMS:
-        raise ValueError(f"unknown random stream {stream!r}; known: {', '.join(STREAMS)}")
+    if stream not in BASE_STREAMS and stream not in streams():
+        raise ValueError(f"unknown random stream {stream!r}; known: {', '.join(streams())}")
     digest = hashlib.sha256(f"interp:{int(seed)}:{stream}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from interp.formatting import fmt
 from interp.names import METRICS
 from interp.runs import Run
 from interp.transition import plateau_height, plateau_span, snap_step, tau_half, window_bounds
@@ -67,3 +68,36 @@ def run_summary(run: Run) -> dict:
         out["tau_window"] = bounds[1] - bounds[0]
     out["snap_step"] = snap_step(s, lc, lk)
     return out
+
+
+Rows = list[tuple[str, str]]
+
+
+def run_rows(s: dict) -> Rows:
+    """A run summary (`run_summary`) as (label, text) rows: the one rendering of `interp show`,
+    `interp train`, `interp analyze` and the report."""
+    lk = s["log_k"]
+    ratio = None if s.get("final_loss_cand") is None else s["final_loss_cand"] / lk
+    rows = [
+        ("run", s["path"]),
+        ("task", f"{s['direction']}  K={s['k']}  n_bases={s['n_bases']}  D={s['dataset_size']}  "
+                 f"seed={s['seed']}  log K={lk:.4f}"),
+        ("saved", f"{s['n_checkpoints']} checkpoints, steps {fmt(s['first_step'])}..{fmt(s['last_step'])} "
+                  f"(planned {s['planned_steps']}, last evaluated {fmt(s['last_evaluated'])})"),
+        ("plateau", f"Lc / log K = {fmt(s['plateau_height'], '.4f')}; within 5% of log K with dz < 0.05 "
+                    f"from step {fmt(s['plateau_start'])} to {fmt(s['plateau_end'])}"),
+        ("tau", f"tau_half = {fmt(s['tau_half'])}, tau_window = {fmt(s['tau_window'])} "
+                f"(from step {fmt(s['window_start'])} to {fmt(s['window_end'])}); "
+                f"snap (Lc < 0.05 log K) at step {fmt(s['snap_step'])}"),
+    ]
+    if s.get("final_loss") is not None:
+        rows.append(("final", f"Lc / log K = {fmt(ratio, '.4f')}, dz = {fmt(s.get('final_shuffle_gap'), '.3f')} nats, "
+                              f"candidate acc = {fmt(s.get('final_acc_cand'), '.3f')}, "
+                              f"exact match = {fmt(s.get('final_acc_exact'), '.3f')}"))
+    return rows
+
+
+def as_text(rows: Rows) -> str:
+    """Rows as aligned text lines, for the terminal."""
+    width = max((len(k) for k, _ in rows), default=0)
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in rows)

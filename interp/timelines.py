@@ -14,7 +14,8 @@ events with their leads (tau - step) / tau:
 
 The paper's claim is a positive lead: the routing head forms while the loss still sits at
 log K. The analyses come from the suite and its cache (`cache=False`: recompute, write
-nothing). Plotting lives in `interp.plots`, imported only by `Timeline.figure()`.
+nothing). The figure is `interp.plots.timeline_figure(tl)`: plotting takes the Timeline, and
+this module never imports it.
 
 `interp.timeline(run)` is this module's `timeline`, imported lazily by the package (the
 module is named `timelines` so that importing it never rebinds `interp.timeline`).
@@ -43,6 +44,8 @@ EVENT_NAMES = {
 
 @dataclass
 class Timeline:
+    """One run's circuit-formation timeline; draw it with `interp.plots.timeline_figure(tl)`."""
+
     metrics: pd.DataFrame
     sensitivity: pd.DataFrame
     log_k: float
@@ -72,12 +75,6 @@ class Timeline:
         if hit.empty or pd.isna(hit["step"].iloc[0]):
             return None
         return int(hit["step"].iloc[0])
-
-    def figure(self):
-        """The timeline as a plotly Figure (`interp.plots.timeline_figure`)."""
-        from interp import plots
-
-        return plots.timeline_figure(self)
 
 
 def head_onsets(sens: pd.DataFrame, column: str = "z_share", fraction: float = ONSET_FRACTION,

@@ -238,3 +238,60 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     if finished:
         run.write_status("done", last_step=step, stopped_early=stopped_early, wall_seconds=seconds())
     return TrainResult(run, step, stopped_early, seconds())
+
+
+# ---------------------------------------------------------------------------- resume and retrain
+def prepare_resume(path, overrides: dict, device: str):
+    """Open the run at `path` for `train(run, resume=state)`: check every override (only
+    `steps` may change, and only upwards), take the run's lock and read its resume state, all
+    before anything is written; then record the new step count. Returns (run, state)."""
+    from interp.devices import check_fits
+
+    run = Run.open(path)
+    overrides = dict(overrides)
+    steps = overrides.pop("steps", None)
+    changed = [k for k, v in overrides.items() if run.spec.override(**{k: v}) != run.spec]
+    if changed:
+        raise InterpError(f"--resume continues the stored spec; only --steps may change (got {', '.join(changed)})")
+    run.acquire()
+    state = run.load_resume()
+    reached = max([state.step if state else 0, *run.steps])
+    if steps is not None:
+        if steps < reached:
+            raise InterpError(f"--steps {steps} is below step {reached}, which {path} has already reached; "
+                              f"a resumed run can only go further")
+        new_spec = run.spec.override(steps=steps)
+        new_spec.validate()
+        check_fits(new_spec, device)
+        if steps != run.spec.train.steps:
+            run.set_steps(steps)
+    return run, state
+
+
+def retrain(path, device: str = "cpu", progress: bool = True) -> Run:
+    """Train the run at `path` again from its stored spec into a sibling folder and swap it in
+    only once done, so an interrupted retrain leaves the old run untouched."""
+    import shutil
+    from pathlib import Path
+
+    path = Path(path)
+    old = Run.open(path)
+    fresh = path.with_name(path.name + ".retrain")
+    if fresh.exists():
+        shutil.rmtree(fresh)
+    train(Run.create(fresh, old.spec), device=device, progress=progress)
+    backup = path.with_name(path.name + ".old")
+    if backup.exists():
+        shutil.rmtree(backup)
+    path.rename(backup)
+    fresh.rename(path)
+    shutil.rmtree(backup)
+    return Run.open(path)
+
+
+def remove_unstarted(run: Run) -> None:
+    """A run that failed before its first checkpoint leaves no folder behind."""
+    import shutil
+
+    run.release()
+    shutil.rmtree(run.path, ignore_errors=True)

@@ -22,6 +22,8 @@ import numpy as np
 from interp.errors import InterpError
 
 TAU_KINDS = ("half", "window")
+# Steps relative to tau (docs/definitions.md, "Ablation"): pre = tau/4, mid = tau, post = 2 tau.
+RELATIVE_STEPS = {"pre": 0.25, "mid": 1.0, "post": 2.0}
 SNAP_FRACTION = 0.05  # candidate loss below this multiple of log K: snapped
 LEAVE_FRACTION = 0.95  # below this multiple of log K: left the plateau
 
@@ -135,6 +137,15 @@ def tau(run, kind: str = "half") -> int | None:
     steps, values = [s for s, _ in pairs], [v for _, v in pairs]
     fn = tau_half if kind == "half" else tau_window
     return fn(steps, values, run.log_k)
+
+
+def tau_or_none(run, kind: str = "half") -> int | None:
+    """`tau`, or None also when the run has no candidate loss (a direction without one, or no
+    evaluation yet): for summaries and figures that show tau when there is one."""
+    try:
+        return tau(run, kind=kind)
+    except InterpError:
+        return None
 
 
 ONSET_FRACTION = 0.2  # default: onset when a series has made 20% of its rise

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+
 import math
 from collections import Counter, defaultdict
+from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
-from interp.task import VOCAB_SIZE, Task
+from interp.model import ModelSpec
+from interp.spec import RunSpec, TrainSpec
+from interp.runs import Run
+from interp.task import VOCAB_SIZE, Task, TaskSpec
+from interp.transition import plateau_span, snap_step
+
+DEMO = Path(__file__).resolve().parents[1] / "checkpoints" / "demo"  # shipped with the repository
+
+
+def small_spec(**overrides) -> RunSpec:
+    """A run that trains in seconds: 2 layers of width 32 on K = 4, 24 bases."""
+    spec = RunSpec(
+        seed=0,
+        task=TaskSpec(k=4, n_bases=24),
+        model=ModelSpec(n_layers=2, n_heads=2, d_model=32, d_head=16, d_mlp=64),
+        train=TrainSpec(steps=40, batch_size=16, eval_every=10, eval_size=64, checkpoint_every=20),
+    )
+    return spec.override(**overrides)
 
 NEG = -1e4  # logit for "impossible": exp(-1e4) underflows to exactly 0 in float64
 
@@ -87,3 +109,48 @@ def loop_metrics(model, task: Task, idx: torch.Tensor, alt: torch.Tensor) -> dic
         swapped_full = [-float(swapped_logp[p, row[p + 1]]) for p in lay.loss_pos]
         out["shuffle_gap_full"].append(sum(swapped_full) / len(swapped_full) - out["loss"][-1])
     return dict(out)
+
+
+# ---------------------------------------------------------------------------- browser (headless Chromium)
+CHROMIUM = Path("/usr/bin/chromium")
+FIGURE_DIV = re.compile(r'<div\b[^>]*\bid="(fig-[\w-]+)"[^>]*>')
+
+
+def render(page: Path, tmp_path: Path) -> str:
+    """The DOM of `page` after headless Chromium has run its scripts (opened from disk)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: the report test needs a real browser. "
+                    "Install it with `apt-get install -y chromium` (CI's .ci/run installs it).")
+    profile = tmp_path / f"chromium-profile-{page.stem}"
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--virtual-time-budget=15000",
+           "--dump-dom", page.resolve().as_uri()]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0 and "</html>" in result.stdout, result.stderr[-3000:]
+    return result.stdout
+
+
+def js_errors(dom: str) -> tuple[int, str]:
+    match = re.search(r'<pre id="js-errors" data-count="(\d+)"[^>]*>(.*?)</pre>', dom, re.S)
+    assert match, "the error recorder's element is missing from the page"
+    return int(match.group(1)), match.group(2)
+
+
+def figures(dom: str) -> dict[str, str]:
+    """Each figure div's id -> its HTML up to the next figure div (figures are never nested)."""
+    hits = list(FIGURE_DIV.finditer(dom))
+    return {m.group(1): dom[m.start(): hits[i + 1].start() if i + 1 < len(hits) else len(dom)]
+            for i, m in enumerate(hits)}
+
+
+# ---------------------------------------------------------------------------- training outcomes
+def assert_plateau_then_snap(run: Run) -> tuple[tuple[int, int], int]:
+    df = run.metrics
+    span = plateau_span(df["step"], df["loss_cand"], df["shuffle_gap"], run.log_k, tol=0.05, max_gap=0.05)
+    assert span is not None, "no evaluation within 5% of log K with shuffle gap < 0.05"
+    assert span[1] - span[0] >= 100, f"plateau only spans steps {span}"
+    snap = snap_step(df["step"], df["loss_cand"], run.log_k)
+    assert snap is not None, f"candidate loss never fell below 0.05 log K (last {df['loss_cand'].iloc[-1]:.3f})"
+    assert snap > span[1]
+    return span, snap

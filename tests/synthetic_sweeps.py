@@ -18,9 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-MEASURES = ("tau_half", "tau_window", "t_start", "t_end", "plateau_height", "snap_step",
-            "steps_to_acc_cand_99", "steps_to_exact_99")
-CENSORABLE = ("tau_half", "tau_window", "snap_step", "steps_to_acc_cand_99", "steps_to_exact_99")
+from interp.sweeps.sweep import CENSORABLE, MEASURES
 AXIS_COLUMNS = {"task.k": "k", "task.n_bases": "n_bases", "task.direction": "direction", "seed": "seed",
                 "train.lr": "lr", "train.batch_size": "batch_size"}
 SHORT = {"k": "k", "n_bases": "nb", "direction": "", "seed": "s", "lr": "lr", "batch_size": "bs"}
@@ -229,7 +227,7 @@ def sweep_folders(root) -> dict:
     from pathlib import Path
 
     from interp.sweeps.sweep import SweepSpec
-    from tests.conftest import small_spec
+    from tests.helpers import small_spec
 
     root = Path(root)
     base = small_spec(steps=6000, n_bases=24)

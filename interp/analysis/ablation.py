@@ -12,7 +12,7 @@ accuracies) on a fixed probe, reported with the unablated values alongside.
 
 How it is fast (`effects`): the probe's candidate sequences and its z-shuffled sequences are
 run once with every layer's residual stream and head outputs recorded
-(`interp.prefix_tree`); ablating heads of layer L then resumes from that record at layer L,
+(`interp.fastpath.tree`); ablating heads of layer L then resumes from that record at layer L,
 with the replaced head outputs, for all heads of the layer in one batch. Nothing below L is
 recomputed, the attention of layer L itself is never recomputed, and each shared prefix
 runs once for its K candidates. `Ablated` is the plain TransformerLens hook path that this
@@ -30,16 +30,16 @@ from torch import Tensor, nn
 from transformer_lens.utilities import get_act_name
 
 from interp.analysis.common import head_name, over_steps
+from interp.analysis.registry import ABLATION_METHODS, parse_methods
 from interp.errors import InterpError
-from interp.incremental import has_active_hooks, supported
+from interp.fastpath import Tree, resume_tree, run_tree, usable
 from interp.metrics import assemble, check_alt_selector, evaluate_examples, summarize, tree_logprobs
 from interp.names import METRICS
-from interp.prefix_tree import Tree, resume_tree, run_tree
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import Task
 
-METHODS = ("zero", "mean", "resample")
+METHODS = ABLATION_METHODS  # the --method choices of its registry entry
 DEFAULTS = {"methods": METHODS, "n_examples": 256}
 DEFAULT_EXAMPLES = DEFAULTS["n_examples"]
 REFERENCE_SIZE = 512
@@ -50,13 +50,9 @@ ROWS_PER_BATCH = 2560
 
 
 def check_methods(methods: str | Iterable[str]) -> tuple[str, ...]:
-    """The ablation methods asked for, as a tuple; an InterpError names an unknown one."""
-    names = (methods,) if isinstance(methods, str) else tuple(methods)
-    unknown = [m for m in names if m not in METHODS]
-    if unknown or not names:
-        raise InterpError(f"unknown ablation method {', '.join(map(repr, unknown)) or '(none)'}; "
-                          f"allowed: {', '.join(METHODS)}")
-    return names
+    """The ablation methods asked for ("zero", "zero,mean" or a list), as a tuple; an
+    InterpError names an unknown one."""
+    return parse_methods(methods)
 
 
 def components(n_layers: int, n_heads: int) -> list[tuple[str, int, tuple[int, ...]]]:
@@ -214,10 +210,6 @@ def _ablated_logprobs(model, probe: _Probe, layer: int, masks: Tensor, method: s
     return torch.cat(logps), torch.cat(hits), torch.cat(firsts)
 
 
-def fast_supported(model: nn.Module) -> bool:
-    return supported(model) and not has_active_hooks(model)
-
-
 @torch.no_grad()
 def effects(
     model: nn.Module,
@@ -250,7 +242,7 @@ def effects_by_method(
     for method in methods:
         _check_inputs(method, task, mean_z, table)
     check_alt_selector(task, idx, alt)
-    if not fast_supported(model):
+    if not usable(model):
         clean = evaluate_examples(model, task, idx, alt)
         out = {}
         for method in methods:
@@ -372,7 +364,7 @@ def at_step(
 
 def across(
     run: Run,
-    steps: int | str | Iterable | None = "pre,mid,post",
+    steps: int | str | Iterable | None = None,
     progress: bool = False,
     **params,
 ) -> pd.DataFrame:

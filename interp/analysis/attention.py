@@ -110,3 +110,8 @@ def segments(patterns: pd.DataFrame, task: Task) -> pd.DataFrame:
     out["order"] = out["segment"].map(order)
     return out.sort_values(["step", "layer", "head", "order"]).drop(columns="order").reset_index(drop=True)
 
+
+
+def derive(run: Run, tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The suite's derived table: decision-position attention mass per segment."""
+    return {"attention_segments": segments(tables["attention"], run.task)}

@@ -30,7 +30,7 @@ def _digest(key: dict) -> str:
 class ResultCache:
     def __init__(self, run: Run, enabled: bool = True):
         self.run, self.enabled = run, enabled
-        self.hits = self.misses = 0
+        self.hits = self.misses = 0  # results read from the cache / computed and stored
         self._hashes: dict[int, str] | None = None
 
     def _path(self, key: dict, step: int):
@@ -49,11 +49,15 @@ class ResultCache:
             blob = json.loads(path.read_text())
             if blob.get("checkpoint_sha256") != self._checkpoint_sha(step):
                 return None
-            return {name: pd.read_json(io.StringIO(text), orient="table") for name, text in blob["tables"].items()}
+            tables = {name: pd.read_json(io.StringIO(text), orient="table") for name, text in blob["tables"].items()}
         except (ValueError, KeyError, OSError, TypeError, AttributeError):
             return None  # a damaged cache entry is recomputed, never trusted
+        self.hits += 1
+        return tables
 
     def store(self, key: dict, step: int, tables: dict[str, pd.DataFrame]) -> None:
+        """Keep a result that was just computed (counted in `misses`)."""
+        self.misses += 1
         if not self.enabled:
             return
         blob = {
@@ -76,11 +80,8 @@ class ResultCache:
         for step in steps:
             tables = self.load(key, step)
             if tables is None:
-                self.misses += 1
                 tables = compute(step)
                 self.store(key, step, tables)
-            else:
-                self.hits += 1
             for name, df in tables.items():
                 parts.setdefault(name, []).append(df)
         return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}

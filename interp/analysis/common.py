@@ -14,10 +14,7 @@ from interp.names import head_name  # noqa: F401  (re-exported)
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import Task
-from interp.transition import tau
-
-# Steps relative to tau (docs/definitions.md, "Ablation"): pre = tau/4, mid = tau, post = 2 tau.
-RELATIVE_STEPS = {"pre": 0.25, "mid": 1.0, "post": 2.0}
+from interp.transition import RELATIVE_STEPS, tau
 
 
 def segment_names(task: Task) -> list[str]:
@@ -121,6 +118,10 @@ def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int
         raise InterpError(f"the transition steps are relative to tau, but {run.path} never reaches 0.5 log K; "
                           f"give explicit steps instead")
     chosen = {snap_to_saved(run, f * t) for f in TAU_FRACTIONS if f * t <= available[-1]}
+    beyond = [f for f in TAU_FRACTIONS if f * t > available[-1]]
+    if beyond and notes is not None:  # named, never dropped silently
+        notes.append(f"transition steps at {', '.join(f'{f:g} τ' for f in beyond)} (τ = {t}) lie beyond the run "
+                     f"(last step {available[-1]})")
     series = run.metric_series("loss_cand")
     pairs = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if v == v]
     bounds = window_bounds([s for s, _ in pairs], [v for _, v in pairs], run.log_k) if pairs else None
@@ -157,14 +158,26 @@ def steps_progress(items: list, desc: str, progress: bool):
     return tqdm(items, desc=desc, unit="step", disable=not progress or len(items) < 2, leave=False)
 
 
+def default_steps(analysis: str, steps: int | str | Iterable | None):
+    """`steps`, or when None the default steps of the analysis's registry entry (so that
+    `across(run)` computes what `interp analyze --only NAME` does)."""
+    from interp.analysis import registry
+
+    return registry.get(analysis).steps if steps is None else steps
+
+
 def over_steps(
     run: Run,
     steps: int | str | Iterable | None,
     compute: Callable[[int, str], pd.DataFrame],
-    desc: str,
+    analysis: str,
     progress: bool,
 ) -> pd.DataFrame:
-    """Concatenate `compute(step, label)` over the requested steps (see `select_steps`)."""
-    chosen = select_steps(run, steps)
+    """Concatenate `compute(step, label)` over the requested steps (see `select_steps`; None:
+    the analysis's default steps, or every saved step for one that is not registered)."""
+    from interp.analysis import registry
+
+    chosen = select_steps(run, default_steps(analysis, steps) if analysis in registry.REGISTRY else steps)
+    desc = analysis
     return pd.concat([compute(s, label) for s, label in steps_progress(chosen, desc, progress)],
                      ignore_index=True)

@@ -70,12 +70,6 @@ def across(
     return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "groups", progress)
 
 
-def accuracy(run: Run, steps: int | str | Iterable | None = None, n_groups: int | None = DEFAULT_GROUPS,
-             device: str = "cpu", progress: bool = False) -> pd.DataFrame:
-    """`across` under its former name."""
-    return across(run, steps, progress=progress, n_groups=n_groups, device=device)
-
-
 def snap_steps(acc: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:
     """First analysed step at which each group's accuracy is >= threshold (NaN: never)."""
     reached = acc[acc["acc_cand"] >= threshold]

@@ -19,16 +19,15 @@ Quantities (eigenvalues in nats per squared parameter unit):
   and "other": LayerNorms and b_O); the masses of a step sum to 1.
 
 `restrict` computes the Hessian block of a subset of parameters (one head's slices, a layer,
-the MLPs, ...): the other parameters stay fixed at the checkpoint.
+the MLPs, ...; the grammar of `interp.analysis.params`): the other parameters stay fixed at
+the checkpoint. The eigensolver is `interp.analysis.lanczos`.
 """
 
 from __future__ import annotations
 
 import copy
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -37,7 +36,10 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from interp.analysis import registry
 from interp.analysis.common import head_name, select_steps, steps_progress
+from interp.analysis.lanczos import MAXITER, TOL, both_ends, extreme_eigenpairs
+from interp.analysis.params import component_of, component_order, part_rank, selection
 from interp.errors import InterpError
 from interp.metrics import batch_loss
 from interp.runs import Run
@@ -48,136 +50,20 @@ DEFAULTS: dict = {
     "n_examples": None,  # None: the whole training set (the extremes are not sample-robust below it)
     "k": 1,  # eigenpairs from each end of the spectrum
     "chunk_size": 256,  # examples per double-backward pass (bounds memory)
-    "tol": 1e-4,  # ARPACK's relative tolerance on each Ritz pair
-    "maxiter": 300,  # ARPACK restarts before giving up (the row is then flagged)
+    "tol": TOL,  # ARPACK's relative tolerance on each Ritz pair
+    "maxiter": MAXITER,  # ARPACK restarts before giving up (the row is then flagged)
     "dtype": "float32",  # precision of the model during the HVP; sums are always float64
     "method": "both",  # "both": one ARPACK run for both ends (which="BE"); "separate": "LA" then "SA"
+    "restrict": None,  # None: every parameter; else components (interp.analysis.params)
 }
 METHODS = ("both", "separate")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-HEAD_PARTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
-MLP_PARTS = ("W_in", "b_in", "W_out", "b_out")
-EMBED_PARTS = {"embed.W_E": "W_E", "pos_embed.W_pos": "W_pos"}
-UNEMBED_PARTS = {"unembed.W_U": "W_U", "unembed.b_U": "b_U"}
 HESSIAN_COLUMNS = (
     "step", "which", "rank", "eigenvalue", "residual", "converged", "n_matvec",
     "lambda_max", "lambda_min", "anisotropy", "grad_norm", "cos_grad_vmin", "loss",
     "n_examples", "n_params", "restrict",
 )
 ESCAPE_COLUMNS = ("step", "component", "part", "layer", "head", "mass")
-
-
-# ---------------------------------------------------------------------------- parameter subsets
-@dataclass(frozen=True)
-class Selection:
-    """Which parameter entries a Hessian covers: name -> flat indices (None: the whole tensor)."""
-
-    label: str
-    index: dict[str, Tensor | None]
-
-    def size(self, params: dict[str, Tensor]) -> int:
-        return sum(params[n].numel() if i is None else len(i) for n, i in self.index.items())
-
-
-def _head_index(shape: torch.Size, head: int) -> Int[Tensor, " m"]:
-    """Flat indices of slice [head] of a tensor whose first axis is the head axis."""
-    per = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-    return torch.arange(head * per, (head + 1) * per)
-
-
-def _component_index(model: nn.Module, token: str) -> dict[str, Tensor | None]:
-    names = [n for n, _ in model.named_parameters()]
-    shapes = {n: p.shape for n, p in model.named_parameters()}
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    low = token.strip().lower()
-    if low == "all":
-        return {n: None for n in names}
-    if low == "embed":
-        return {n: None for n in names if n in EMBED_PARTS}
-    if low == "unembed":
-        return {n: None for n in names if n in UNEMBED_PARTS}
-    if low == "mlp":
-        return {n: None for n in names if ".mlp." in n}
-    if low == "attn":
-        return {n: None for n in names if ".attn." in n}
-    if low == "ln":
-        return {n: None for n in names if re.search(r"(^|\.)ln\w*\.", n)}
-    m = re.fullmatch(r"l(\d+)(?:\.(attn|mlp))?", low)
-    if m:
-        layer = int(m[1])
-        if layer >= n_layers:
-            raise InterpError(f"restrict {token!r}: layer {layer} does not exist (layers 0..{n_layers - 1})")
-        prefix = f"blocks.{layer}." + (f"{m[2]}." if m[2] else "")
-        return {n: None for n in names if n.startswith(prefix)}
-    m = re.fullmatch(r"l(\d+)h(\d+)", low)
-    if m:
-        layer, head = int(m[1]), int(m[2])
-        if layer >= n_layers or head >= n_heads:
-            raise InterpError(
-                f"restrict {token!r}: no such head; heads are L0H0..L{n_layers - 1}H{n_heads - 1}"
-            )
-        prefix = f"blocks.{layer}.attn."
-        return {prefix + part: _head_index(shapes[prefix + part], head)
-                for part in HEAD_PARTS if prefix + part in shapes}
-    raise InterpError(
-        f"unknown restrict component {token!r}; allowed: None or 'all', a head 'L0H3', a layer 'L0', "
-        f"'L0.attn', 'L0.mlp', 'attn', 'mlp', 'embed', 'unembed', 'ln', or a list of these"
-    )
-
-
-def _canonical(token: str) -> str:
-    low = token.strip().lower()
-    m = re.fullmatch(r"l(\d+)h(\d+)", low)
-    if m:
-        return head_name(int(m[1]), int(m[2]))
-    m = re.fullmatch(r"l(\d+)(\.(attn|mlp))?", low)
-    if m:
-        return f"L{m[1]}" + (m[2] or "")
-    return low
-
-
-def selection(model: nn.Module, restrict: str | Sequence[str] | None = None) -> Selection:
-    """Resolve `restrict` (None = all parameters; a component name or a list of them) on `model`."""
-    if restrict is None:
-        tokens = ["all"]
-    elif isinstance(restrict, str):
-        tokens = [t for t in restrict.split("+") if t.strip()] or ["all"]
-    else:
-        tokens = list(restrict)
-        if not tokens or not all(isinstance(t, str) for t in tokens):
-            raise InterpError(f"restrict must be None, a component name or a list of names, got {restrict!r}")
-    order = [n for n, _ in model.named_parameters()]
-    numel = {n: p.numel() for n, p in model.named_parameters()}
-    merged: dict[str, Tensor | None] = {}
-    for token in tokens:
-        for name, idx in _component_index(model, token).items():
-            if name in merged and (merged[name] is None or idx is None):
-                merged[name] = None
-            elif name in merged:
-                merged[name] = torch.unique(torch.cat([merged[name], idx]))
-            else:
-                merged[name] = idx
-    if not merged:
-        raise InterpError(f"restrict {restrict!r} selects no parameters of this model")
-    for name, idx in list(merged.items()):
-        if idx is not None and len(idx) == numel[name]:
-            merged[name] = None
-    label = "all" if tokens == ["all"] or (
-        len(merged) == len(order) and all(v is None for v in merged.values())) else "+".join(
-        _canonical(t) for t in tokens)
-    return Selection(label, {n: merged[n] for n in order if n in merged})
-
-
-def flat_index(model: nn.Module, restrict: str | Sequence[str] | None = None) -> Int[Tensor, " p"]:
-    """Positions of the selected entries in the concatenation of all parameters (model order)."""
-    sel = selection(model, restrict)
-    out, offset = [], 0
-    for name, p in model.named_parameters():
-        if name in sel.index:
-            idx = sel.index[name]
-            out.append(offset + (torch.arange(p.numel()) if idx is None else idx))
-        offset += p.numel()
-    return torch.cat(out)
 
 
 # ---------------------------------------------------------------------------- the operator
@@ -322,136 +208,7 @@ class HessianOperator:
         return self.hvp(v).numpy()
 
 
-# ---------------------------------------------------------------------------- Lanczos
-@dataclass
-class Extremes:
-    """k eigenpairs from one end, most extreme first; NaN where ARPACK did not converge."""
-
-    which: str
-    values: np.ndarray  # [k]
-    vectors: np.ndarray  # [dim, k]
-    residuals: np.ndarray  # [k]
-    converged: np.ndarray  # [k] bool
-    n_matvec: int
-
-
-def _arpack():
-    try:
-        from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
-    except ImportError:
-        raise InterpError("the Hessian extremes need scipy: pip install -e '.[landscape]'") from None
-    return ArpackError, ArpackNoConvergence, LinearOperator, eigsh
-
-
-def _eigsh(matvec, dim: int, n_eig: int, which: str, v0, tol, maxiter, ncv) -> tuple[np.ndarray, np.ndarray, int, bool]:
-    """(values, vectors, matvecs used, all converged) of one ARPACK run."""
-    ArpackError, ArpackNoConvergence, LinearOperator, eigsh = _arpack()
-    calls = [0]
-
-    def counted(x):
-        calls[0] += 1
-        return matvec(x)
-
-    op = LinearOperator((dim, dim), matvec=counted, dtype=np.float64)
-    try:
-        w, v = eigsh(op, k=n_eig, which=which, v0=v0, tol=tol, maxiter=maxiter, ncv=ncv)
-        ok = True
-    except ArpackNoConvergence as exc:
-        w, v = np.asarray(exc.eigenvalues, dtype=np.float64), np.asarray(exc.eigenvectors, dtype=np.float64)
-        ok = False
-    except ArpackError as exc:
-        raise InterpError(f"ARPACK failed ({which}, {n_eig} eigenpairs): {exc}") from None
-    return np.asarray(w, dtype=np.float64), np.asarray(v, dtype=np.float64).reshape(dim, -1), calls[0], ok
-
-
-def _extremes(matvec, which: str, k: int, w: np.ndarray, v: np.ndarray, n_matvec: int) -> Extremes:
-    """Most extreme first, padded with NaN rows, residuals recomputed by one matvec each."""
-    dim = v.shape[0]
-    order = np.argsort(w)[::-1] if which == "LA" else np.argsort(w)
-    m = min(len(order), k)
-    values, vectors, residuals = np.full(k, np.nan), np.full((dim, k), np.nan), np.full(k, np.nan)
-    values[:m] = w[order[:m]]
-    vectors[:, :m] = v[:, order[:m]]
-    for i in range(m):
-        residuals[i] = float(np.linalg.norm(matvec(vectors[:, i]) - values[i] * vectors[:, i]))
-    return Extremes(which, values, vectors, residuals, np.arange(k) < m, n_matvec)
-
-
-def _check_k(k, dim: int, per_run: int) -> None:
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k or per_run * k >= dim:
-        raise InterpError(
-            f"k must be an integer >= 1 with {per_run} * k below the operator's dimension {dim}, got {k!r}")
-
-
-def extreme_eigenpairs(
-    matvec: Callable[[np.ndarray], np.ndarray],
-    dim: int,
-    k: int,
-    which: str,
-    v0: np.ndarray | None = None,
-    tol: float = DEFAULTS["tol"],
-    maxiter: int | None = DEFAULTS["maxiter"],
-    ncv: int | None = None,
-) -> Extremes:
-    """Top ("LA") or bottom ("SA") k eigenpairs of the symmetric operator `matvec` by ARPACK.
-
-    Works on any matvec (an HVP, an explicit matrix). Residuals ||Av - lambda v|| are
-    recomputed with one extra matvec per pair; pairs ARPACK did not converge on come back as
-    NaN with converged=False instead of raising.
-    """
-    if which not in ("LA", "SA"):
-        raise InterpError(f"which must be 'LA' (top) or 'SA' (bottom), got {which!r}")
-    _check_k(k, dim, 1)
-    w, v, n_matvec, _ = _eigsh(matvec, dim, k, which, v0, tol, maxiter, ncv)
-    return _extremes(matvec, which, k, w, v, n_matvec)
-
-
-def both_ends(
-    matvec: Callable[[np.ndarray], np.ndarray],
-    dim: int,
-    k: int,
-    v0: np.ndarray | None = None,
-    tol: float = DEFAULTS["tol"],
-    maxiter: int | None = DEFAULTS["maxiter"],
-    ncv: int | None = None,
-) -> tuple[Extremes, Extremes]:
-    """Top k and bottom k from one ARPACK run (which="BE": 2k eigenpairs, k from each end).
-
-    One Krylov space serves both ends, so this costs about half of an "LA" run plus an "SA"
-    run. If ARPACK does not converge on all 2k, the ends are computed separately instead.
-    """
-    _check_k(k, dim, 2)
-    w, v, n_matvec, ok = _eigsh(matvec, dim, 2 * k, "BE", v0, tol, maxiter, ncv)
-    if not ok:
-        top = extreme_eigenpairs(matvec, dim, k, "LA", v0, tol, maxiter, ncv)
-        bottom = extreme_eigenpairs(matvec, dim, k, "SA", v0, tol, maxiter, ncv)
-        top.n_matvec += n_matvec
-        bottom.n_matvec += n_matvec
-        return top, bottom
-    order = np.argsort(w)
-    low, high = order[:k], order[k:]
-    return (_extremes(matvec, "LA", k, w[high], v[:, high], n_matvec),
-            _extremes(matvec, "SA", k, w[low], v[:, low], n_matvec))
-
-
 # ---------------------------------------------------------------------------- escape mass
-def _component_of(name: str) -> tuple[str, str, int | None, bool]:
-    """(component, part, layer, per_head) of a parameter name."""
-    if name in EMBED_PARTS:
-        return "embed", EMBED_PARTS[name], None, False
-    if name in UNEMBED_PARTS:
-        return "unembed", UNEMBED_PARTS[name], None, False
-    m = re.fullmatch(r"blocks\.(\d+)\.(attn|mlp)\.(\w+)", name)
-    if m:
-        layer, kind, leaf = int(m[1]), m[2], m[3]
-        if kind == "attn" and leaf in HEAD_PARTS:
-            return "head", leaf, layer, True
-        if kind == "mlp":
-            return f"L{layer}.mlp", leaf, layer, False
-    m = re.match(r"blocks\.(\d+)\.", name)
-    return "other", name, (int(m[1]) if m else None), False
-
-
 def escape_masses(
     vector: Float[Tensor, " p"], shapes: dict[str, tuple[int, ...]], index: dict[str, Tensor | None]
 ) -> pd.DataFrame:
@@ -475,7 +232,7 @@ def escape_masses(
             full[idx] = sq[offset : offset + size]
             chosen[idx] = True
         offset += size
-        component, part, layer, per_head = _component_of(name)
+        component, part, layer, per_head = component_of(name)
         if per_head:  # only the heads the selection covers
             per = full.view(shape[0], -1).sum(-1) / total
             covered = chosen.view(shape[0], -1).any(-1)
@@ -494,26 +251,8 @@ def escape_masses(
     out["layer"] = out["layer"].astype("Int64")
     out["head"] = out["head"].astype("Int64")
     order = {c: i for i, c in enumerate(component_order(out["component"]))}
-    known = {p: i + 1 for i, p in enumerate(HEAD_PARTS + MLP_PARTS + tuple(EMBED_PARTS.values())
-                                           + tuple(UNEMBED_PARTS.values()))}
-    part_rank = out["part"].map(lambda p: 0 if p == "all" else known.get(p, len(known) + 1))
-    key = out["component"].map(order).to_numpy() * 1000 + part_rank.to_numpy()
+    key = out["component"].map(order).to_numpy() * 1000 + out["part"].map(part_rank).to_numpy()
     return out.iloc[np.argsort(key, kind="stable")].reset_index(drop=True)
-
-
-def component_order(components: Iterable[str]) -> list[str]:
-    """embed, then per layer its heads (L0H0 first) and its MLP, then unembed and other."""
-    def key(c: str) -> tuple:
-        if c == "embed":
-            return (0, 0, 0)
-        m = re.fullmatch(r"L(\d+)H(\d+)", c)
-        if m:
-            return (1, int(m[1]), int(m[2]))
-        m = re.fullmatch(r"L(\d+)\.mlp", c)
-        if m:
-            return (1, int(m[1]), 10**9)
-        return (2, 0 if c == "unembed" else 1, 0)
-    return sorted(dict.fromkeys(components), key=key)
 
 
 # ---------------------------------------------------------------------------- one model
@@ -580,9 +319,9 @@ def spectrum(
 
 # ---------------------------------------------------------------------------- run level
 def _check_params(params: dict) -> dict:
-    unknown = set(params) - set(DEFAULTS) - {"restrict", "device", "model"}
+    unknown = set(params) - set(DEFAULTS) - {"device", "model"}
     if unknown:
-        raise InterpError(f"unknown Hessian parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}, restrict, device")
+        raise InterpError(f"unknown Hessian parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}, device")
     return {**DEFAULTS, **params}
 
 
@@ -593,7 +332,7 @@ def at_step(
     model: nn.Module | None = None,
     n_examples: int | None = DEFAULTS["n_examples"],
     k: int = DEFAULTS["k"],
-    restrict: str | Sequence[str] | None = None,
+    restrict: str | Sequence[str] | None = DEFAULTS["restrict"],
     device: str = "cpu",
     chunk_size: int = DEFAULTS["chunk_size"],
     tol: float = DEFAULTS["tol"],
@@ -652,16 +391,18 @@ def at_step(
 def across_tables(
     run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params
 ) -> dict[str, pd.DataFrame]:
-    """Both tables of `at_step`, concatenated over `steps` (see `interp.analysis.common.select_steps`)."""
+    """Both tables of `at_step`, concatenated over `steps` (see `interp.analysis.common.select_steps`;
+    None: the registry entry's default steps, the plateau and the transition window)."""
     params = _check_params(params)
     params.pop("model", None)
-    chosen = select_steps(run, steps)
+    chosen = select_steps(run, registry.get("hessian").steps if steps is None else steps)
     parts = [at_step(run, s, **params) for s, _ in steps_progress(chosen, "hessian", progress)]
     return {name: pd.concat([p[name] for p in parts], ignore_index=True) for name in ("hessian", "hessian_escape")}
 
 
 def across(run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params) -> pd.DataFrame:
-    """The "hessian" table of `at_step` over `steps` (None: every saved step; ints; "pre,mid,post").
+    """The "hessian" table of `at_step` over `steps` (None: the registry entry's default steps,
+    "transition"; "all": every saved step; ints; "pre,mid,post"). Minutes per checkpoint.
 
     Contract: params are those of `at_step` (n_examples, k, restrict, device, chunk_size, tol,
     maxiter, dtype); returns one row per (step, which, rank) with the columns of `at_step`.

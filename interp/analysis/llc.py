@@ -12,8 +12,9 @@ return [batch, seq - 1]; we broadcast each example's mean output cross-entropy o
 so devinterp's mean, and its gradient, are exactly `interp.metrics.batch_loss`.
 
 The refined LLC of a head samples only that head's slices of W_Q/W_K/W_V/W_O and b_Q/b_K/b_V
-(devinterp's weight restriction "l0h3", checked against the slices; SGMCMC multiplies update
-and noise by the mask, so every other parameter stays bit-identical along the chain).
+(`interp.analysis.params`, the grammar the Hessian's `restrict` uses; the same slices as
+devinterp's weight restriction "l0h3"; SGMCMC multiplies update and noise by the mask, so every
+other parameter stays bit-identical along the chain).
 
 Settings (see DEFAULTS): chains, draws, burnin, epsilon (SGLD step size, devinterp's lr),
 gamma (localisation), n_beta (inverse temperature times n; None: devinterp's
@@ -43,11 +44,13 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp.analysis import params, registry
 from interp.analysis.common import head_name, select_steps, steps_progress
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.seeding import torch_generator
 
+RESTRICT = ("full", "L0H3")
 DEFAULTS: dict = {
     "chains": 4,
     "draws": 120,  # SGLD steps per chain (one step between draws); 4 epochs of the demo at batch 100
@@ -57,9 +60,8 @@ DEFAULTS: dict = {
     "n_beta": None,  # None: devinterp.utils.default_nbeta(batch_size) = b / log b
     "batch_size": 100,
     "init_loss_batches": None,  # None: one epoch (every full batch of the training set)
+    "restrict": RESTRICT,  # "full" and/or heads: the whole model's LLC and each head's refined one
 }
-RESTRICT = ("full", "L0H3")
-HEAD_PARTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
 COLUMNS = (
     "step", "restrict", "chain", "llc", "llc_mean", "llc_std", "drift", "init_loss", "n_params",
     "chains", "draws", "burnin", "epsilon", "gamma", "n_beta", "batch_size", "init_loss_batches",
@@ -70,15 +72,14 @@ LossFn = Callable[[nn.Module, Tensor], Tensor]
 
 
 def _devinterp():
-    """devinterp's sampler, estimator and weight restrictions (imported only when needed)."""
+    """devinterp's sampler and estimator (imported only when needed)."""
     try:
         from devinterp.slt.llc import compute_llc
         from devinterp.slt.sampling import sample
-        from devinterp.slt.weight_restrictions import create_param_masks
         from devinterp.utils import default_nbeta
     except ImportError as exc:
         raise InterpError(f"{INSTALL_HINT} ({exc})") from None
-    return sample, compute_llc, create_param_masks, default_nbeta
+    return sample, compute_llc, default_nbeta
 
 
 # ---------------------------------------------------------------------------- restrictions
@@ -87,13 +88,12 @@ def canonical_restriction(name: str, n_layers: int, n_heads: int) -> str:
     heads = f"L0H0..L{n_layers - 1}H{n_heads - 1}"
     if not isinstance(name, str):
         raise InterpError(f"restriction must be a string ('full' or a head such as L0H3), got {name!r}")
-    low = name.strip().lower()
-    if low == "full":
+    if name.strip().lower() == "full":
         return "full"
-    m = re.fullmatch(r"l(\d+)\s*h(\d+)", low)
-    if m and int(m[1]) < n_layers and int(m[2]) < n_heads:
-        return head_name(int(m[1]), int(m[2]))
-    raise InterpError(f"unknown LLC restriction {name!r}; allowed: 'full' or a head {heads} (any case)")
+    try:
+        return head_name(*params.check_head(re.sub(r"\s+", "", name), n_layers, n_heads))
+    except InterpError:
+        raise InterpError(f"unknown LLC restriction {name!r}; allowed: 'full' or a head {heads} (any case)") from None
 
 
 def _restrictions(restrict: str | Sequence[str], n_layers: int, n_heads: int) -> list[str]:
@@ -103,41 +103,20 @@ def _restrictions(restrict: str | Sequence[str], n_layers: int, n_heads: int) ->
     return list(dict.fromkeys(canonical_restriction(r, n_layers, n_heads) for r in items))
 
 
-def _own_head_masks(model: nn.Module, layer: int, head: int) -> dict[str, Tensor | None]:
-    out: dict[str, Tensor | None] = {}
-    for name, p in model.named_parameters():
-        m = re.fullmatch(rf"blocks\.{layer}\.attn\.(\w+)", name)
-        if m and m[1] in HEAD_PARTS:
-            mask = torch.zeros(p.shape, dtype=torch.bool)
-            mask[head] = True
-            out[name] = mask
-    return out
-
-
 def param_masks(model: nn.Module, restriction: str) -> dict[str, Tensor | None]:
     """devinterp ParamMasks for 'full' or a head: name -> bool mask (None: the whole tensor).
 
-    Heads come from devinterp's `create_param_masks(model, "l0h3")`; they are checked against
-    the head's own slices and replaced by those if devinterp ever selected anything else.
+    A head's masks are its slices of W_Q/W_K/W_V/W_O and b_Q/b_K/b_V
+    (`interp.analysis.params.masks`, the selection the Hessian's `restrict` makes too; the
+    same slices as devinterp's own restriction "l0h3").
     """
-    _, _, create_param_masks, _ = _devinterp()
     canon = canonical_restriction(restriction, model.cfg.n_layers, model.cfg.n_heads)
-    if canon == "full":
-        return create_param_masks(model, "full")
-    layer, head = (int(x) for x in re.fullmatch(r"L(\d+)H(\d+)", canon).groups())
-    own = _own_head_masks(model, layer, head)
-    try:
-        theirs = create_param_masks(model, canon.lower())
-    except ValueError:
-        return own
-    same = set(theirs) == set(own) and all(
-        theirs[n] is not None and torch.equal(theirs[n].expand_as(own[n]).bool(), own[n]) for n in own)
-    return {n: theirs[n].expand_as(own[n]).contiguous() for n in own} if same else own
+    return params.masks(model, None if canon == "full" else canon)
 
 
 def _n_selected(model: nn.Module, masks: dict[str, Tensor | None]) -> int:
-    params = dict(model.named_parameters())
-    return sum(params[n].numel() if m is None else int(m.sum()) for n, m in masks.items())
+    tensors = dict(model.named_parameters())
+    return sum(tensors[n].numel() if m is None else int(m.sum()) for n, m in masks.items())
 
 
 # ---------------------------------------------------------------------------- the objective
@@ -208,7 +187,7 @@ def sample_llc(
     loss, each chain's drift (n_beta times its mean loss over the second half of the steps minus
     the first half: far from 0 means the chain has not settled; free of batch noise when each
     half covers whole epochs) and n_beta."""
-    sample, compute_llc, _, default_nbeta = _devinterp()
+    sample, compute_llc, default_nbeta = _devinterp()
     if init_loss_batches is None:
         init_loss_batches = max(1, len(input_ids) // batch_size) if isinstance(batch_size, int) else 0
     for name, value in (("chains", chains), ("draws", draws), ("batch_size", batch_size),
@@ -226,10 +205,11 @@ def sample_llc(
     nb = float(default_nbeta(batch_size)) if n_beta is None else float(n_beta)
     if not nb > 0:
         raise InterpError(f"n_beta must be positive, got {n_beta!r}")
-    init_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=torch_generator(seed, "llc")))
     with warnings.catch_warnings(record=True) as caught, _quiet_and_isolated(device), \
             tempfile.TemporaryDirectory(prefix="interp-llc-") as tmp:
         warnings.simplefilter("always")
+        # inside: nothing on the way to the chains' seed may touch the global RNGs either
+        init_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=torch_generator(seed, "llc")))
         samples = sample(
             model, _Examples(input_ids.cpu()), {}, lr=epsilon, n_beta=nb, param_masks=masks,
             num_chains=chains, num_draws=draws, batch_size=batch_size, num_burnin_steps=burnin,
@@ -256,7 +236,7 @@ def at_step(
     step: int,
     *,
     model: nn.Module | None = None,
-    restrict: str | Sequence[str] = RESTRICT,
+    restrict: str | Sequence[str] = DEFAULTS["restrict"],
     chains: int = DEFAULTS["chains"],
     draws: int = DEFAULTS["draws"],
     burnin: int = DEFAULTS["burnin"],
@@ -310,20 +290,21 @@ def at_step(
 def across(
     run: Run,
     steps: int | str | Iterable | None = None,
-    restrict: str | Sequence[str] = RESTRICT,
+    restrict: str | Sequence[str] = DEFAULTS["restrict"],
     progress: bool = False,
-    **params,
+    **settings,
 ) -> pd.DataFrame:
-    """`at_step` over `steps` (None: every saved step; ints; "pre,mid,post"), concatenated.
+    """`at_step` over `steps` (None: the registry entry's default steps, "transition"; "all":
+    every saved step; ints; "pre,mid,post"), concatenated. Minutes per checkpoint.
 
-    Contract: params are those of `at_step` (chains, draws, burnin, epsilon, gamma, n_beta,
+    Contract: settings are those of `at_step` (chains, draws, burnin, epsilon, gamma, n_beta,
     batch_size, init_loss_batches, device); returns the rows and columns of `at_step`.
     """
-    unknown = set(params) - set(DEFAULTS) - {"device"}
+    unknown = set(settings) - set(DEFAULTS) - {"device"}
     if unknown:
         raise InterpError(f"unknown LLC parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}, device")
-    chosen = select_steps(run, steps)
-    return pd.concat([at_step(run, s, restrict=restrict, **params)
+    chosen = select_steps(run, registry.get("llc").steps if steps is None else steps)
+    return pd.concat([at_step(run, s, restrict=restrict, **settings)
                       for s, _ in steps_progress(chosen, "llc", progress)], ignore_index=True)
 
 

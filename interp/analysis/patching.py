@@ -22,8 +22,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis.common import head_name, segment_names, select_steps, steps_progress
-from interp.incremental import base_cache, resume_from_resid, resume_from_z, resume_from_z_at
+from interp.analysis.common import default_steps, head_name, segment_names, select_steps, steps_progress
+from interp.fastpath import base_cache, resume_from_resid, resume_from_z, resume_from_z_at
 from interp.runs import Run
 from interp.task import Task
 
@@ -215,13 +215,13 @@ def at_step(
 
 def across(
     run: Run,
-    steps: int | str | Iterable | None = "mid",
+    steps: int | str | Iterable | None = None,
     progress: bool = False,
     **params,
 ) -> dict[str, pd.DataFrame]:
     """`at_step` at each requested step (default mid = tau), each table concatenated."""
     parts: dict[str, list[pd.DataFrame]] = {}
-    for step, _ in steps_progress(select_steps(run, steps), "patching", progress):
+    for step, _ in steps_progress(select_steps(run, default_steps("patching", steps)), "patching", progress):
         for name, df in at_step(run, step, **params).items():
             parts.setdefault(name, []).append(df)
     return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}

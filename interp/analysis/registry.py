@@ -1,13 +1,20 @@
-"""The table of analyses: every part of the toolkit that lists or runs analyses reads it.
+"""The table of analyses: the only place that describes one.
 
-The suite (`interp analyze`), the CLI's `--only` choices and help, the cache keys and the
-report's sections all come from `REGISTRY`. An analysis is one module with two entry points,
+Every part of the toolkit that lists, runs, caches, shows or seeds an analysis reads its
+`Analysis` entry here: the suite (`interp analyze`), the CLI's `--only` choices and options,
+the cache keys, the report's sections, the findings and their human summary, and the random
+streams of `interp.seeding`. An analysis is one module with
 
+    DEFAULTS: dict                       # every parameter's default, in this one place
     at_step(run, step, *, model=None, device="cpu", **params) -> DataFrame (or {table: DataFrame})
-    across(run, steps=..., **params) -> DataFrame
+    across(run, steps=None, **params) -> DataFrame   # steps=None: the entry's default steps
 
-plus one `Analysis` entry below. Modules are imported only when an analysis runs, so reading
-the table (for `interp --help`) never loads torch.
+and optionally `derive(run, tables) -> {table: DataFrame}` (tables computed from its own,
+e.g. attention mass per segment), plus one `Analysis` entry below. The entry names, as
+"module:function" strings (resolved only when used), its report figures (each takes the
+report's context), what it adds to the findings and its rows of the human summary. Modules
+are imported only when an analysis runs, so reading the table (for `interp --help` and every
+bad-input error) never loads torch.
 """
 
 from __future__ import annotations
@@ -15,32 +22,144 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from interp.errors import InterpError
+from interp.names import parse_head
+from interp.transition import RELATIVE_STEPS
+
+
+# ---------------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class Option:
+    """One command-line option of an analysis: `--FLAG TEXT` sets parameter `param`.
+
+    `parse` turns the text into the value (raising InterpError or ValueError on bad text) and
+    runs while the command line is read, before any run is opened; `check(value, spec)` runs
+    once the run is open (e.g. a head that must exist in its model). Options of several
+    analyses may share a flag when they are the same object."""
+
+    flag: str
+    param: str
+    help: str
+    parse: Callable[[str], object] = str
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    check: Callable[[object, object], None] | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag.replace("-", "_")
+
+    def read(self, text: str):
+        try:
+            return self.parse(text)
+        except ValueError as exc:
+            raise InterpError(f"--{self.flag}: {exc}") from None
+
+
+def positive_int(text: str) -> int:
+    """A positive integer from text (ValueError otherwise)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _names(text: str, what: str) -> list[str]:
+    names = [s.strip() for s in str(text).split(",") if s.strip()]
+    if not names:
+        raise ValueError(f"needs at least one {what}, got {text!r}")
+    return names
+
+
+ABLATION_METHODS = ("zero", "mean", "resample")
+
+
+def parse_methods(text) -> tuple[str, ...]:
+    """Ablation methods from "zero,resample" (or a list): each one of ABLATION_METHODS."""
+    names = list(text) if isinstance(text, (list, tuple)) else _names(text, "method")
+    unknown = [m for m in names if m not in ABLATION_METHODS]
+    if unknown or not names:
+        raise InterpError(f"unknown ablation method {', '.join(map(repr, unknown)) or '(none)'}; "
+                          f"allowed: {', '.join(ABLATION_METHODS)}")
+    return tuple(dict.fromkeys(names))
+
+
+def parse_heads(text: str) -> tuple[str, ...]:
+    """Head names for per-head geometry ("L0H3,L0H1"; "full" is the whole model, always added first)."""
+    names = _names(text, "head")
+    bad = [h for h in names if h.lower() != "full" and parse_head(h) is None]
+    if bad:
+        raise ValueError(f"takes head names such as L0H3,L0H1 (or 'full'), got {', '.join(bad)}")
+    heads = ["full"] + [h for h in names if h.lower() != "full"]
+    return tuple(dict.fromkeys(heads))
+
+
+def check_heads(heads, spec) -> None:
+    """Every head exists in the run's model (layer < n_layers, head < n_heads)."""
+    for name in heads:
+        if name.lower() == "full":
+            continue
+        layer, head = parse_head(name)
+        if layer >= spec.model.n_layers or head >= spec.model.n_heads:
+            raise InterpError(f"--heads {name}: the model has {spec.model.n_layers} layers of {spec.model.n_heads} heads "
+                              f"(L0H0..L{spec.model.n_layers - 1}H{spec.model.n_heads - 1})")
+
+
+N_GROUPS = Option("n-groups", "n_groups", "probe size in groups (default: per analysis)", positive_int, metavar="N")
+N_EXAMPLES = Option("n-examples", "n_examples", "examples per probe (default: per analysis; the Hessian's: the whole "
+                    "training set)", positive_int, metavar="N")
+N_PAIRS = Option("n-pairs", "n_pairs", "clean / corrupted pairs for patching (default: per analysis)", positive_int,
+                 metavar="N")
+CHAINS = Option("chains", "chains", "SGLD chains of the LLC (default: 4)", positive_int, metavar="N")
+DRAWS = Option("draws", "draws", "SGLD draws per chain of the LLC (default: 120)", positive_int, metavar="N")
+METHOD = Option("method", "methods", "ablation methods, comma-separated (default: all three)", parse_methods,
+                choices=ABLATION_METHODS, metavar="M[,M...]")
+HEADS = Option("heads", "restrict", "heads for the per-head LLC, e.g. L0H3,L0H1 (the whole model's is added)",
+               parse_heads, metavar="LxHy[,...]", check=check_heads)
+
+
+# ---------------------------------------------------------------------------- entries
+@dataclass(frozen=True)
+class ReportSection:
+    """One figure of the run report: `figure` ("module:function") takes the report's context
+    and returns a plotly figure, or raises InterpError saying why it cannot be drawn."""
+
+    key: str
+    title: str
+    caption: str
+    figure: str
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """One analysis: where its per-step function lives, its defaults and how it is cached."""
+    """One analysis: where it lives, its steps, options, sections and how it is cached."""
 
     name: str
-    module: str  # defines at_step and across
+    module: str  # defines DEFAULTS, at_step and across (and optionally findings, describe)
     summary: str  # one line, for --help and the report
-    defaults: dict = field(default_factory=dict)  # parameters of at_step besides run, step, model, device
-    steps: str = "all"  # default steps: "all", or relative ones such as "pre,mid,post" or "mid"
+    steps: str = "all"  # default steps: "all", "transition", or relative ones such as "pre,mid,post"
     tables: tuple[str, ...] = ()  # tables at_step returns, when more than one (else just `name`)
     version: int = 1  # part of the cache key: bump when what it computes changes
     default: bool = True  # run by `interp analyze` without --only (False: minutes of work, asked for)
-    options: dict = field(default_factory=dict)  # CLI option -> parameter (e.g. {"method": "methods"})
-    needs_routing_head: bool = False  # a parameter "routing" means the routing head of the run
+    options: tuple[Option, ...] = ()  # its command-line options
+    sections: tuple[ReportSection, ...] = ()  # its report figures (none: a generic table figure)
+    stream: str | None = None  # its own random stream in interp.seeding, if it draws one
+    findings: str = ""  # "module:function" (run, tables, tau, found) -> its headline numbers
+    describe: str = ""  # "module:function" (findings, tables) -> its rows of the human summary
+    needs_routing_head: bool = False  # a parameter head="routing" means the routing head of the run
     shares_model: bool = True  # may take the suite's loaded checkpoint (False: it changes the weights)
     extra: str = ""  # pip extra the module needs, named in the error when it is missing
-    module_defaults: bool = False  # the defaults are the module's DEFAULTS (read when it runs)
 
     @property
     def table_names(self) -> tuple[str, ...]:
         return self.tables or (self.name,)
+
+    @property
+    def needs_tau(self) -> bool:
+        """Whether its default steps are placed relative to tau (read from the steps spec)."""
+        return steps_need_tau(self.steps)
 
     def load(self):
         try:
@@ -53,21 +172,40 @@ class Analysis:
         """The module's per-step function (imports the module)."""
         return self.load().at_step
 
+    def hook(self, name: str) -> Callable | None:
+        """An optional module function (`derive`), or None."""
+        return getattr(self.load(), name, None)
+
     def params(self, options: dict | None = None) -> dict:
-        """Its defaults with the options that apply to it (by CLI name or parameter name)."""
-        params = dict(self.defaults)
-        if self.module_defaults:
-            params = {**self.load().DEFAULTS, **params}
+        """The module's DEFAULTS with the options that apply to it (by flag or parameter name)."""
+        params = dict(self.load().DEFAULTS)
+        flags = {o.dest: o.param for o in self.options}
         for key, value in (options or {}).items():
             if value is None:
                 continue
-            target = self.options.get(key, key)
+            target = flags.get(key, key)
             if target in params:
                 params[target] = value
         return params
 
     def cache_key(self, params: dict) -> dict:
         return {"analysis": self.name, "version": self.version, "params": _jsonable(params)}
+
+
+def steps_need_tau(steps) -> bool:
+    """Whether a steps request ("all", "transition", "from:mid", "pre,900", [100, "post"]) names
+    any step relative to tau."""
+    if steps is None:
+        return False
+    items = [s.strip() for s in steps.split(",")] if isinstance(steps, str) else list(steps) \
+        if not isinstance(steps, int) else [steps]
+    for item in items:
+        item = str(item)
+        if item.startswith("from:"):
+            item = item[len("from:"):]
+        if item == "transition" or item in RELATIVE_STEPS:
+            return True
+    return False
 
 
 def _jsonable(value):
@@ -104,52 +242,147 @@ def parse_only(only) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def options() -> list[Option]:
+    """Every analysis option once (options shared between analyses are one object)."""
+    seen: dict[str, Option] = {}
+    for entry in REGISTRY.values():
+        for option in entry.options:
+            if option.flag in seen and seen[option.flag] is not option:
+                raise InterpError(f"analyses {entry.name} and another define --{option.flag} differently")
+            seen[option.flag] = option
+    return list(seen.values())
+
+
+def streams() -> tuple[str, ...]:
+    """The random streams the analyses draw (each entry's `stream`)."""
+    return tuple(dict.fromkeys(e.stream for e in REGISTRY.values() if e.stream))
+
+
 def describe_all() -> str:
     """One line per analysis, for --help."""
     return "; ".join(f"{e.name}{'' if e.default else ' (only when asked)'}: {e.summary}" for e in REGISTRY.values())
 
 
+def figure_function(path: str) -> Callable:
+    """The function named by "module:function"."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+# ---------------------------------------------------------------------------- the analyses
+_S = "interp.report.figures:"  # the report's figure functions for the built-in analyses
+_F = "interp.analysis.findings:"  # their findings and summary rows
+
 register(Analysis(
     "sensitivity", "interp.analysis.sensitivity",
     "per-head attention to z and z-share at the decision position, every checkpoint",
-    defaults={"n_groups": 64}, options={"n_groups": "n_groups"},
+    findings=_F + "sensitivity_findings", describe=_F + "sensitivity_rows",
+    options=(N_GROUPS,),
+    sections=(
+        ReportSection("sensitivity", "Head z-sensitivity",
+                      "Share of each head's output variance at the decision position explained by z (within-group "
+                      "variance over total), at every checkpoint; diamonds mark onsets.", _S + "z_share"),
+        ReportSection("attn_to_z", "Head attention to z",
+                      "Attention mass from the decision position to the z positions, per head and checkpoint.",
+                      _S + "attn_to_z"),
+    ),
 ))
 register(Analysis(
     "attention", "interp.analysis.attention",
     "mean attention pattern of every head over a fixed probe, every checkpoint",
-    defaults={"n_groups": 32}, options={"n_groups": "n_groups"},
+    options=(N_GROUPS,),
+    sections=(
+        ReportSection("segments", "Attention by segment",
+                      "Where each head's decision-position attention goes (mass per segment of the input), across "
+                      "checkpoints.", _S + "attention_segments"),
+        ReportSection("attention", "Attention-pattern evolution",
+                      "Mean attention pattern of each head (query x key; positions labelled with their segment), "
+                      "averaged over a fixed probe; it opens at the checkpoint nearest τ: drag the slider or press "
+                      "play to move through the checkpoints.", _S + "attention_evolution"),
+    ),
 ))
 register(Analysis(
     "groups", "interp.analysis.groups",
     "per-group candidate accuracy at fractions of tau and through the transition window",
-    defaults={"n_groups": 200}, steps="transition", options={"n_groups": "n_groups"},
+    findings=_F + "groups_findings", describe=_F + "groups_rows",
+    steps="transition", options=(N_GROUPS,),
+    sections=(
+        ReportSection("group_hist", "Per-group accuracy at fractions of τ",
+                      "Histogram of each group's candidate accuracy (over its K examples) at the checkpoints nearest "
+                      "to fractions of τ (fractions that land on one checkpoint share its panel; those beyond the run "
+                      "are named, not drawn); the dashed line is the 80% threshold. A collective snap moves all "
+                      "groups together.", _S + "group_histograms"),
+        ReportSection("group_share", "Share of groups ≥ 80% accurate",
+                      "Share of probe groups whose candidate accuracy is at least 80%, at every analysed checkpoint.",
+                      _S + "groups_share"),
+    ),
 ))
 register(Analysis(
     "ablation", "interp.analysis.ablation",
     "zero, mean and resample ablation of every head and layer at tau/4, tau and 2 tau",
-    defaults={"methods": ("zero", "mean", "resample"), "n_examples": 256}, steps="pre,mid,post",
-    options={"method": "methods"}, version=2,
+    findings=_F + "ablation_findings", describe=_F + "ablation_rows",
+    steps="pre,mid,post", options=(METHOD, N_EXAMPLES), version=2,
+    sections=(
+        ReportSection("ablation", "Head ablation before, at and after τ",
+                      "Change in candidate loss (nats) when one head's output is zero-ablated at every position, at "
+                      "τ/4, τ and 2τ (snapped to saved checkpoints; a step beyond the run is left out and named below "
+                      "the figure). A routing head costs little before the transition and a lot after. Mean and "
+                      "resample ablation are in the same table (`interp analyze --only ablation --json`).",
+                      _S + "ablation"),
+    ),
 ))
 register(Analysis(
     "patching", "interp.analysis.patching",
     "activation patching of the residual stream and of every head at tau",
-    defaults={"n_pairs": 64}, steps="mid", tables=("patching_heads", "patching_residual"),
+    findings=_F + "patching_findings", describe=_F + "patching_rows",
+    steps="mid", tables=("patching_heads", "patching_residual"), options=(N_PAIRS,),
+    sections=(
+        ReportSection("patching", "Activation patching at τ",
+                      "Clean (B, z1) activations patched into the corrupted run (B, z2), measured by the logit "
+                      "difference a1(A1) − a1(A2) at the decision position: residual stream per layer and position, "
+                      "heads per position and at all positions.", _S + "patching"),
+    ),
 ))
 register(Analysis(
     "usage", "interp.analysis.usage",
     "when the routing head's z is used: its resample-ablation cost and patching recovery, every checkpoint",
-    defaults={"head": "routing", "n_examples": 128, "n_pairs": 64}, needs_routing_head=True,
+    findings=_F + "usage_findings", describe=_F + "usage_rows",
+    needs_routing_head=True, options=(N_EXAMPLES, N_PAIRS),
+    sections=(
+        ReportSection("usage", "When the routing head's z is used",
+                      "At every checkpoint: the candidate-loss cost of resample-ablating the routing head (its hook_z "
+                      "taken from the same input with another selector of the group) and the share of the logit "
+                      "difference that patching its clean output restores (undefined on the plateau, where clean and "
+                      "corrupted runs agree). Vertical lines: when z is carried and when it is used.", _S + "usage"),
+    ),
 ))
 register(Analysis(
     "hessian", "interp.analysis.hessian",
     "loss Hessian extremes by Lanczos, gradient alignment and where the escape direction lives",
-    defaults={"restrict": None}, module_defaults=True, default=False, tables=("hessian", "hessian_escape"),
+    describe=_F + "hessian_rows",
+    default=False, tables=("hessian", "hessian_escape"), stream="hessian", options=(N_EXAMPLES,),
     steps="transition",  # minutes a checkpoint: the plateau (tau/4..tau) and the transition window
+    sections=(
+        ReportSection("hessian", "Geometry: Hessian extremes",
+                      "The largest and smallest eigenvalues of the training loss's Hessian (Lanczos, on a fixed "
+                      "sample), with τ and the routing head's onsets marked. A negative smallest eigenvalue on the "
+                      "plateau is a saddle.", _S + "hessian_extremes"),
+        ReportSection("anisotropy", "Geometry: anisotropy",
+                      "λ_max / |λ_min|: how much flatter the escape direction is than the dominant curvature.",
+                      _S + "anisotropy"),
+        ReportSection("escape", "Geometry: where the escape direction lives",
+                      "Share of the bottom eigenvector's squared mass in each component (heads' slices, MLPs, "
+                      "embeddings).", _S + "escape"),
+    ),
 ))
 register(Analysis(
     "llc", "interp.analysis.llc",
     "local learning coefficient (devinterp SGLD), whole model and per head",
-    defaults={"restrict": ("full", "L0H3")}, module_defaults=True, default=False, shares_model=False,
-    steps="transition",
-    options={"heads": "restrict"}, extra="landscape",
+    describe=_F + "llc_rows",
+    default=False, shares_model=False, steps="transition", stream="llc", options=(HEADS, CHAINS, DRAWS),
+    extra="landscape",
+    sections=(
+        ReportSection("llc", "Geometry: local learning coefficient",
+                      "LLC of the whole model and refined per head (devinterp SGLD), across checkpoints.", _S + "llc"),
+    ),
 ))

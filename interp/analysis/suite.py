@@ -20,9 +20,7 @@ from interp.analysis.cache import ResultCache
 from interp.analysis.common import select_steps
 from interp.errors import InterpError
 from interp.runs import Run
-from interp.transition import tau
-
-ANALYSES = registry.default_names()  # the default suite, in order
+from interp.transition import tau_or_none
 
 
 @dataclass
@@ -50,6 +48,15 @@ def routing_head_of(run: Run, store: ResultCache, device: str = "cpu") -> str:
     return sensitivity.routing_head(df["sensitivity"])
 
 
+def check_options(run: Run, entries, options: dict) -> None:
+    """The options that need the run (e.g. --heads against its model), before any work."""
+    for entry in entries:
+        for option in entry.options:
+            value = options.get(option.dest, options.get(option.param))
+            if value is not None and option.check is not None:
+                option.check(value, run.spec)
+
+
 def run_suite(
     run: Run,
     only=None,
@@ -58,34 +65,28 @@ def run_suite(
     device: str = "cpu",
     progress: bool = True,
     cache: bool = True,
-    **legacy,
 ) -> SuiteResult:
     """Run the chosen analyses (every default one when `only` is None) and derive the findings.
 
     `steps` overrides the default steps of every chosen analysis (see
-    `interp.analysis.common.select_steps`); `options` sets parameters by name (`n_groups`,
-    `method`, `heads`, ...) for the analyses that have them. Raises InterpError only for bad
-    input; a step that fails is reported in `problems` and the rest goes on.
+    `interp.analysis.common.select_steps`); `options` sets parameters by option or parameter
+    name (`n_groups`, `method`, `heads`, ...) for the analyses that have them. Raises
+    InterpError only for bad input; a step that fails is reported in `problems` and the rest
+    goes on.
     """
-    options = {**(options or {}), **{k: v for k, v in legacy.items() if v is not None}}
-    if "method" in options and isinstance(options["method"], str):
-        from interp.analysis.ablation import check_methods
-
-        options["method"] = check_methods(options["method"])
-    names = registry.parse_only(only)
-    entries = [registry.get(n) for n in names]
+    options = dict(options or {})
+    entries = [registry.get(n) for n in registry.parse_only(only)]
+    for entry in entries:  # option values given as text (e.g. from a script) are parsed as the CLI does
+        for option in entry.options:
+            for key in (option.dest, option.param):
+                if isinstance(options.get(key), str):
+                    options[key] = option.read(options[key])
+    check_options(run, entries, options)
     store = ResultCache(run, enabled=cache)
     result = SuiteResult()
-    t = tau(run) if any(e.name in ("groups", "ablation", "patching") for e in entries) else None
     plans: dict[str, list[tuple[int, str]]] = {}
     for entry in entries:
-        wanted = steps if steps is not None else entry.steps
-        if t is None and steps is None and wanted != "all":
-            raise InterpError(
-                f"{entry.name} defaults to steps relative to tau, but {run.path} never reaches 0.5 log K; "
-                f"pass --steps"
-            )
-        plans[entry.name] = select_steps(run, wanted, notes=result.notes)
+        plans[entry.name] = select_steps(run, steps if steps is not None else entry.steps, notes=result.notes)
         result.labels[entry.name] = {s: lab for s, lab in plans[entry.name] if lab}
     for entry in entries:
         params = entry.params(options)
@@ -94,8 +95,8 @@ def run_suite(
         result.params[entry.name] = params
 
     all_steps = sorted({s for plan in plans.values() for s, _ in plan})
-    total = sum(len(plan) for plan in plans.values())
-    bar = tqdm(total=total, desc="analyze", unit="step", disable=not progress, leave=False)
+    bar = tqdm(total=sum(len(plan) for plan in plans.values()), desc="analyze", unit="step",
+               disable=not progress, leave=False)
     frames: dict[str, list[pd.DataFrame]] = {}
     for step in all_steps:
         todo = [e for e in entries if any(s == step for s, _ in plans[e.name])]
@@ -122,9 +123,6 @@ def run_suite(
                     continue
                 tables = out if isinstance(out, dict) else {entry.name: out}
                 store.store(entry.cache_key(params), step, tables)
-                store.misses += 1
-            else:
-                store.hits += 1
             for name, df in tables.items():
                 frames.setdefault(name, []).append(df)
             bar.update(1)
@@ -137,19 +135,12 @@ def run_suite(
             if labels and not df.empty:
                 df["label"] = df["step"].map(labels).fillna("")
             result.tables[name] = df
-    if not result.tables.get("attention", pd.DataFrame()).empty:
-        from interp.analysis import attention
-
-        result.tables["attention_segments"] = attention.segments(result.tables["attention"], run.task)
+    for entry in entries:  # tables an analysis derives from its own (e.g. attention mass per segment)
+        derive = entry.hook("derive")
+        if derive is not None and all(not result.tables[name].empty for name in entry.table_names):
+            result.tables.update(derive(run, result.tables))
     result.cache_hits, result.cache_misses = store.hits, store.misses
     from interp.analysis.findings import findings
 
-    result.findings = findings(run, result.tables, _tau_or_none(run), result.params)
+    result.findings = findings(run, result.tables, tau_or_none(run))
     return result
-
-
-def _tau_or_none(run: Run) -> int | None:
-    try:
-        return tau(run)
-    except InterpError:
-        return None

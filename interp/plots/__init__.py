@@ -7,7 +7,8 @@ optimizer steps on a real (unevenly sampled) step axis, losses are in nats, head
 `L{layer}H{head}` with L0H0 first, log K is a dashed horizontal line on loss plots and tau
 a dotted vertical line wherever time is on the x axis.
 
-    interp.plots.run       figures of one run (losses, heatmaps, patching, groups, usage, timeline)
+    interp.plots.run       figures of one run (losses, heatmaps, attention, ablation, patching, groups)
+    interp.plots.timeline  the circuit-formation timeline (`timeline_figure(tl)`) and the usage curves
     interp.plots.sweep     figures of a sweep (scaling law, fixed D, noise, asymmetry, overlays)
     interp.plots.geometry  loss-landscape geometry (Hessian extremes, escape direction, LLC)
 """
@@ -23,9 +24,8 @@ from interp.plots.run import (
     sensitivity_heatmap,
     shuffle_gap,
     table_over_steps,
-    timeline_figure,
-    usage_curves,
 )
+from interp.plots.timeline import timeline_figure, usage_curves
 from interp.plots.geometry import anisotropy_curve, eigenvalue_curves, escape_heatmap, llc_curves
 from interp.plots.sweep import (
     asymmetry_bars,

@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp.analysis.hessian import component_order
+from interp.analysis.params import component_order
 from interp.errors import InterpError
 from interp.plots.style import ONSET_COLOR, PALETTE, ROUTING_COLOR, STEP_TITLE, require, tau_line
 

@@ -17,17 +17,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp.analysis import groups as groups_analysis
 from interp.errors import InterpError
 from interp.plots.style import (
     COLUMN_TITLES,
     LOGK_COLOR,
     LOSS_TITLE,
-    ONSET_COLOR,
     PALETTE,
     ROUTING_COLOR,
     STEP_TITLE,
-    TAU_COLOR,
     head_heatmap,
     head_order,
     log_k_line,
@@ -315,12 +312,17 @@ def group_histograms(
     acc: pd.DataFrame,
     tau: int | None,
     fractions: Sequence[float] = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
-    threshold: float = groups_analysis.THRESHOLD,
+    threshold: float | None = None,
 ) -> go.Figure:
-    """Per-group candidate accuracy histograms at fractions of tau: a collective snap moves them all at once."""
+    """Per-group candidate accuracy histograms at fractions of tau: a collective snap moves them all at once.
+
+    `threshold`: None is the groups analysis' (`interp.analysis.groups.THRESHOLD`, 0.8)."""
+    from interp.analysis import groups as groups_analysis  # here: the module loads torch
+
     require(acc, ["step", "group_id", "acc_cand"], "group histograms")
     if not tau:
         raise InterpError("group histograms need tau, and the candidate loss never falls below 0.5 log K")
+    threshold = groups_analysis.THRESHOLD if threshold is None else threshold
     share = groups_analysis.share_above(acc, tau, fractions=fractions, threshold=threshold)
     inside, beyond = share[~share["beyond"]], share[share["beyond"]]
     if inside.empty:
@@ -351,8 +353,11 @@ def group_histograms(
     return fig
 
 
-def groups_share(acc: pd.DataFrame, tau: int | None = None, threshold: float = groups_analysis.THRESHOLD) -> go.Figure:
-    """Share of groups at or above `threshold` candidate accuracy, at every analysed step."""
+def groups_share(acc: pd.DataFrame, tau: int | None = None, threshold: float | None = None) -> go.Figure:
+    """Share of groups at or above `threshold` candidate accuracy (None: the groups analysis' 0.8), at every
+    analysed step."""
+    if threshold is None:
+        from interp.analysis.groups import THRESHOLD as threshold  # here: the module loads torch
     require(acc, ["step", "acc_cand"], "groups share")
     share = (acc["acc_cand"] >= threshold).groupby(acc["step"]).mean().sort_index()
     fig = go.Figure([go.Scatter(
@@ -370,121 +375,7 @@ def groups_share(acc: pd.DataFrame, tau: int | None = None, threshold: float = g
     return fig
 
 
-# ---------------------------------------------------------------------------- timeline
-EVENT_STYLE = {"carried": ("#2ca02c", "dashdot"), "used": ("#9467bd", "longdash")}
-
-
-def timeline_figure(tl) -> go.Figure:
-    """Losses, shuffle gaps, per-head sensitivity and (where measured) the routing head's usage
-    on one step axis, with onsets, the routing head's carried / used events and tau marked.
-
-    Onsets, events and tau are vertical lines across all panels (shapes named "onset HEAD",
-    "event NAME" and "tau"); the onsets are also diamonds in the heatmap row (trace "onset").
-    """
-    usage = getattr(tl, "usage", None)
-    with_usage = usage is not None and not usage.empty
-    rows = 4 if with_usage else 3
-    heights = [0.32, 0.16, 0.32, 0.2] if with_usage else [0.38, 0.2, 0.42]
-    specs = [[{}], [{}], [{}]] + ([[{"secondary_y": True}]] if with_usage else [])
-    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.04,
-                        specs=specs)
-    for trace in loss_traces(tl.metrics):
-        fig.add_trace(trace, row=1, col=1)
-    log_k_line(fig, tl.log_k, row=1, col=1)
-    for trace in shuffle_traces(tl.metrics):
-        fig.add_trace(trace, row=2, col=1)
-    domain = fig.layout.yaxis3.domain
-    heat, order = head_heatmap(tl.sensitivity, tl.column)
-    heat.colorbar.update(y=(domain[0] + domain[1]) / 2, len=domain[1] - domain[0], yanchor="middle")
-    fig.add_trace(heat, row=3, col=1)
-    fig.add_trace(onset_trace(tl.onsets, tl.routing_head), row=3, col=1)
-    if with_usage:
-        u = usage.sort_values("step")
-        fig.add_trace(go.Scatter(x=u["step"], y=u["resample_delta_loss_cand"], mode="lines+markers",
-                                 name=f"{tl.routing_head} resample-ablation Δ Lc", marker=dict(size=4),
-                                 line=dict(color=EVENT_STYLE["used"][0]),
-                                 hovertemplate="step %{x}<br>Δ Lc %{y:.3f} nats<extra></extra>"),
-                      row=4, col=1, secondary_y=False)
-        fig.add_trace(go.Scatter(x=u["step"], y=u["patch_normalized"], mode="lines+markers",
-                                 name=f"{tl.routing_head} patching: restored fraction", marker=dict(size=4),
-                                 line=dict(color="#8c564b", dash="dot"),
-                                 hovertemplate="step %{x}<br>restored %{y:.2f}<extra></extra>"),
-                      row=4, col=1, secondary_y=True)
-
-    def marker(x: int, name: str, color: str, dash: str, width: float) -> None:
-        fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, name=name,
-                      line=dict(color=color, dash=dash, width=width), layer="above")
-
-    have = tl.onsets.dropna(subset=["onset"])
-    have = have.iloc[np.argsort((have["head_name"] == tl.routing_head).to_numpy(), kind="stable")]  # routing on top
-    labels: dict[int, list[str]] = {}
-    for r in have.itertuples():
-        routing = r.head_name == tl.routing_head
-        marker(int(r.onset), f"onset {r.head_name}", ROUTING_COLOR if routing else ONSET_COLOR,
-               "dash", 2.0 if routing else 1.0)
-        labels.setdefault(int(r.onset), []).append(str(r.head_name))
-    for x, heads in labels.items():
-        routing = tl.routing_head in heads
-        fig.add_annotation(x=x, xref="x", y=1.0, yref="paper", yanchor="bottom", showarrow=False,
-                           text=", ".join(heads) + " onset", name="onset label",
-                           font=dict(size=10, color=ROUTING_COLOR if routing else ONSET_COLOR))
-    events = getattr(tl, "events", None)
-    if events is not None and not events.empty:
-        for i, r in enumerate(events.dropna(subset=["step"]).itertuples()):
-            color, dash = EVENT_STYLE[r.kind]
-            marker(int(r.step), f"event {r.event}", color, dash, 1.5)
-            fig.add_annotation(x=int(r.step), xref="x", y=1.0 - 0.035 * (i + 1), yref="paper", xanchor="left",
-                               showarrow=False, text=f"{r.label}: step {int(r.step)}", name="event label",
-                               font=dict(size=10, color=color), bgcolor="rgba(255,255,255,0.7)")
-    if tl.tau is not None:
-        marker(tl.tau, "tau", TAU_COLOR, "dot", 2.0)
-        fig.add_annotation(x=tl.tau, xref="x", y=1.0, yref="paper", yanchor="bottom", showarrow=False,
-                           text=f"τ = {tl.tau}", name="tau label", font=dict(size=11, color=TAU_COLOR))
-    onset = tl.routing_onset
-    lead = "n/a" if tl.lead is None else f"{tl.lead:.2f}"
-    fig.update_layout(
-        title=dict(text=f"{tl.name + ': ' if tl.name else ''}routing head {tl.routing_head}, onset "
-                        f"{'none' if onset is None else f'step {onset}'}, τ = {tl.tau if tl.tau is not None else 'n/a'}, "
-                        f"lead (τ − onset)/τ = {lead}", y=0.98, yanchor="top"),
-        height=960 if with_usage else 820, margin=dict(t=110), hovermode="closest",
-        legend=dict(orientation="h", x=0, y=-0.08, yanchor="top"),
-    )
-    fig.update_yaxes(title_text=LOSS_TITLE, row=1, col=1)
-    fig.update_yaxes(title_text="shuffle gap (nats)", row=2, col=1)
-    fig.update_yaxes(title_text="head", autorange="reversed", type="category", row=3, col=1)
-    if with_usage:
-        fig.update_yaxes(title_text="Δ Lc (nats)", row=4, col=1, secondary_y=False)
-        fig.update_yaxes(title_text="restored (fraction)", row=4, col=1, secondary_y=True)
-    fig.update_xaxes(title_text=STEP_TITLE, row=rows, col=1)
-    return fig
-
-
-# ---------------------------------------------------------------------------- usage and generic
-def usage_curves(usage: pd.DataFrame, tau: int | None = None, events: pd.DataFrame | None = None) -> go.Figure:
-    """The routing head's usage over steps: resample-ablation cost (nats) and the share of the
-    logit difference patching restores (fraction), with its carried / used events marked."""
-    require(usage, ["step", "head_name", "resample_delta_loss_cand", "patch_normalized"], "usage curves")
-    u = usage.sort_values("step")
-    head = str(u["head_name"].iloc[0])
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
-    fig.add_trace(go.Scatter(x=u["step"], y=u["resample_delta_loss_cand"], mode="lines+markers",
-                             name="resample ablation Δ Lc", marker=dict(size=4), line=dict(color="#9467bd"),
-                             hovertemplate="step %{x}<br>Δ Lc %{y:.3f} nats<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=u["step"], y=u["patch_normalized"], mode="lines+markers",
-                             name="patching: restored fraction", marker=dict(size=4), line=dict(color="#8c564b"),
-                             hovertemplate="step %{x}<br>restored %{y:.2f}<extra></extra>"), row=2, col=1)
-    if events is not None and not events.empty:
-        for r in events.dropna(subset=["step"]).itertuples():
-            color = "#2ca02c" if r.kind == "carried" else "#9467bd"
-            fig.add_vline(x=int(r.step), name=f"event {r.event}", line=dict(color=color, dash="dashdot", width=1.2))
-    tau_line(fig, tau)
-    fig.update_yaxes(title_text="Δ candidate loss (nats)", row=1, col=1)
-    fig.update_yaxes(title_text="restored (fraction)", row=2, col=1)
-    fig.update_xaxes(title_text=STEP_TITLE, row=2, col=1)
-    fig.update_layout(title=f"When {head}'s z is used", height=520, legend=dict(orientation="h", y=-0.15))
-    return fig
-
-
+# ---------------------------------------------------------------------------- generic
 def table_over_steps(df: pd.DataFrame, name: str) -> go.Figure:
     """Any analysis table: the mean of each numeric column per step (the report's fallback)."""
     require(df, ["step"], name)

@@ -1,16 +1,19 @@
 """Figures of a sweep: the family-level claims, one point per run, seeds as replicates.
 
-Each function takes a fit of `interp.sweeps.scaling` (or the sweep table, which it fits
-first: milliseconds) and draws it; nothing heavier than evaluating a fitted line happens
-here. Conventions: steps are optimizer steps, both axes are logarithmic wherever a power
-law is read off, a censored run (the threshold was never reached) is an open triangle
-pointing up at its steps_run (the true value lies above), and the paper's number is drawn
-as a labelled grey reference.
+Each function takes a result of `interp.sweeps.scaling` (`power_law`, `fixed_d`, `noise`,
+`asymmetry`) and draws it; nothing heavier than evaluating a fitted line happens here. The
+results are read by their attributes (no import of the fits: figures depend on results,
+never the reverse), so fit the table first: `tau_vs_d(scaling.power_law(table))`. The
+paper's numbers come from `interp.sweeps.paper`. Conventions: steps are optimizer steps,
+both axes are logarithmic wherever a power law is read off, a censored run (the threshold
+was never reached) is an open triangle pointing up at its steps_run (the true value lies
+above), and the paper's number is drawn as a labelled grey reference.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -20,8 +23,21 @@ from plotly.subplots import make_subplots
 
 from interp.errors import InterpError
 from interp.plots.style import LOGK_COLOR, METRIC_TITLES, PALETTE, STEP_TITLE, TAU_COLOR, require
-from interp.sweeps import scaling
-from interp.sweeps.scaling import AsymmetryResult, FixedDResult, NoiseResult, PowerLawFit
+from interp.sweeps.paper import (
+    PAPER_ASYMMETRY,
+    PAPER_DELTA,
+    PAPER_FIXED_D,
+    PAPER_FIXED_D_TAU,
+    PAPER_LR_K,
+    PAPER_LR_MEASURE,
+    PAPER_LR_NEVER,
+    PAPER_LR_NEVER_STEPS,
+    PAPER_LR_TAU,
+)
+
+if TYPE_CHECKING:
+    from interp.sweeps.conditions import AsymmetryResult, NoiseResult
+    from interp.sweeps.fits import FixedDResult, PowerLawFit, SlopeFit
 
 MEASURE_TITLES = {
     "tau_half": "τ_half (optimizer steps)",
@@ -83,19 +99,27 @@ def _line(x: np.ndarray, intercept: float, slope: float) -> np.ndarray:
     return np.exp(intercept) * np.asarray(x, float) ** slope
 
 
+def _result(obj, what: str, fit: str, attributes: tuple[str, ...]):
+    """`obj` itself if it has the result's attributes; a table or anything else is refused, naming the fit."""
+    if isinstance(obj, pd.DataFrame):
+        raise InterpError(f"{what}: takes the result of interp.sweeps.scaling.{fit}, not a sweep table; "
+                          f"fit it first: {fit}(table)")
+    missing = [a for a in attributes if not hasattr(obj, a)]
+    if missing:
+        raise InterpError(f"{what}: expected the result of interp.sweeps.scaling.{fit}, got {type(obj).__name__} "
+                          f"(no {', '.join(missing)})")
+    return obj
+
+
 # ---------------------------------------------------------------------------- 1. tau vs D
-def tau_vs_d(fit_or_table: PowerLawFit | pd.DataFrame, paper: bool = True, **fit_kwargs) -> go.Figure:
+def tau_vs_d(fit: PowerLawFit, paper: bool = True) -> go.Figure:
     """tau against D on log-log axes: runs, censored runs, the fit with its CI band, the paper's slope.
 
-    A table is fitted first with `scaling.power_law(table, **fit_kwargs)`. The paper's
-    delta = 1.19 is drawn through the geometric centre of the used runs, so only its slope
-    is compared (the paper's C belongs to its own setup).
+    `fit` is a `power_law` result. The paper's delta = 1.19 is drawn through the geometric
+    centre of the used runs, so only its slope is compared (the paper's C belongs to its own
+    setup).
     """
-    if isinstance(fit_or_table, PowerLawFit):
-        fit = fit_or_table
-    else:
-        require(fit_or_table, ["run", "status", fit_kwargs.get("x", "D"), fit_kwargs.get("y", "tau_half")], "tau vs D")
-        fit = scaling.power_law(fit_or_table, **fit_kwargs)
+    fit = _result(fit, "tau vs D", "power_law", ("points", "band", "x", "y", "delta", "ci", "ci_level"))
     require(fit.points, ["run", "role", "used", fit.x, fit.y], "tau vs D")
     require(fit.band, [fit.x, "fit", "lo", "hi"], "tau vs D (fit band)")
     x, y = fit.x, fit.y
@@ -115,11 +139,11 @@ def tau_vs_d(fit_or_table: PowerLawFit | pd.DataFrame, paper: bool = True, **fit
     if paper and x == "D":
         used = fit.points[fit.points["used"]]
         lx, ly = np.log(used[x].to_numpy(float)), np.log(used[y].to_numpy(float))
-        ref = np.exp(ly.mean()) * (bx / np.exp(lx.mean())) ** scaling.PAPER_DELTA
+        ref = np.exp(ly.mean()) * (bx / np.exp(lx.mean())) ** PAPER_DELTA
         traces.append(go.Scatter(
             x=bx, y=ref, mode="lines", line=dict(color=PAPER_COLOR, dash="dash", width=1.5),
-            name=f"paper: δ = {scaling.PAPER_DELTA} (through the data's centre)",
-            hovertemplate=f"paper δ = {scaling.PAPER_DELTA}<br>{x} %{{x:g}}<br>{y} %{{y:.4g}}<extra></extra>",
+            name=f"paper: δ = {PAPER_DELTA} (through the data's centre)",
+            hovertemplate=f"paper δ = {PAPER_DELTA}<br>{x} %{{x:g}}<br>{y} %{{y:.4g}}<extra></extra>",
         ))
     fig = go.Figure(traces)
     fig.update_layout(
@@ -132,14 +156,10 @@ def tau_vs_d(fit_or_table: PowerLawFit | pd.DataFrame, paper: bool = True, **fit
 
 
 # ---------------------------------------------------------------------------- 2. tau vs K at fixed D
-def tau_vs_k_fixed_d(result_or_table: FixedDResult | pd.DataFrame, **fit_kwargs) -> go.Figure:
-    """tau against K at one D: runs, per-K means, the fitted slope, and the paper's values at D = 10,000
-    (otherwise a flat line at the mean: what "tau is flat in K" predicts)."""
-    if isinstance(result_or_table, FixedDResult):
-        res = result_or_table
-    else:
-        require(result_or_table, ["run", "status", "k", "D", fit_kwargs.get("y", "tau_half")], "tau vs K at fixed D")
-        res = scaling.fixed_d(result_or_table, **fit_kwargs)
+def tau_vs_k_fixed_d(result: FixedDResult) -> go.Figure:
+    """tau against K at one D (a `fixed_d` result): runs, per-K means, the fitted slope, and the paper's
+    values at D = 10,000 (otherwise a flat line at the mean: what "tau is flat in K" predicts)."""
+    res = _result(result, "tau vs K at fixed D", "fixed_d", ("points", "per_k", "y", "d", "fit", "slope", "ci"))
     y = res.y
     require(res.points, ["run", "role", "used", "k", y], "tau vs K at fixed D")
     require(res.per_k, ["k", "mean"], "tau vs K at fixed D (per-K means)")
@@ -156,11 +176,11 @@ def tau_vs_k_fixed_d(result_or_table: FixedDResult | pd.DataFrame, **fit_kwargs)
                              name=f"fit: slope = {res.slope:+.3g} [{lo:.3g}, {hi:.3g}]"
                                   f" ({'flat' if res.flat else 'not flat'})"))
     if res.paper:
-        pk = sorted(scaling.PAPER_FIXED_D_TAU)
-        traces.append(go.Scatter(x=pk, y=[scaling.PAPER_FIXED_D_TAU[k] for k in pk], mode="lines+markers",
+        pk = sorted(PAPER_FIXED_D_TAU)
+        traces.append(go.Scatter(x=pk, y=[PAPER_FIXED_D_TAU[k] for k in pk], mode="lines+markers",
                                  line=dict(color=PAPER_COLOR, dash="dash", width=1.5),
                                  marker=dict(symbol="square-open", size=9, color=PAPER_COLOR),
-                                 name=f"paper (D = {scaling.PAPER_FIXED_D:,})"))
+                                 name=f"paper (D = {PAPER_FIXED_D:,})"))
     else:
         used = res.points[res.points["used"]]
         mean = float(used[y].mean())
@@ -177,18 +197,13 @@ def tau_vs_k_fixed_d(result_or_table: FixedDResult | pd.DataFrame, **fit_kwargs)
 
 
 # ---------------------------------------------------------------------------- 3. tau vs gradient noise
-def tau_vs_noise(result_or_table: NoiseResult | pd.DataFrame, paper: bool | None = None, **fit_kwargs) -> go.Figure:
-    """Three log-log panels: tau against lr (at one batch size), against batch size (at one lr), and
-    examples seen (tau x batch) against batch size; censored runs as open triangles.
+def tau_vs_noise(result: NoiseResult, paper: bool | None = None) -> go.Figure:
+    """Three log-log panels of a `noise` result: tau against lr (at one batch size), against batch size
+    (at one lr), and examples seen (tau x batch) against batch size; censored runs as open triangles.
 
     `paper`: draw the paper's lr table (K = 20, tau_window); default when the lr runs are at K = 20.
     """
-    if isinstance(result_or_table, NoiseResult):
-        res = result_or_table
-    else:
-        require(result_or_table, ["run", "status", "lr", "batch_size", fit_kwargs.get("y", "tau_half")],
-                "tau vs noise")
-        res = scaling.noise(result_or_table, **fit_kwargs)
+    res = _result(result, "tau vs noise", "noise", ("points", "y", "lr", "batch", "examples"))
     y = res.y
     pts = res.points
     require(pts, ["run", "role", "used", "lr", "batch_size", y], "tau vs noise")
@@ -207,7 +222,7 @@ def tau_vs_noise(result_or_table: NoiseResult | pd.DataFrame, paper: bool | None
             shown.add(t.name)
             fig.add_trace(t, row=1, col=col)
 
-    def fit_line(f: scaling.SlopeFit, xs: np.ndarray, col: int, label: str) -> None:
+    def fit_line(f: SlopeFit, xs: np.ndarray, col: int, label: str) -> None:
         grid = np.geomspace(xs.min(), xs.max(), 40)
         lo, hi = f.ci
         add([go.Scatter(x=grid, y=_line(grid, f.intercept, f.slope), mode="lines",
@@ -219,16 +234,16 @@ def tau_vs_noise(result_or_table: NoiseResult | pd.DataFrame, paper: bool | None
         add(_run_traces(part, "lr", y), 1)
         fit_line(res.lr, part["lr"].to_numpy(float), 1, "fit vs lr")
         ks = set(part["k"]) if "k" in part else set()
-        if paper or (paper is None and ks == {scaling.PAPER_LR_K}):
-            lrs = sorted(scaling.PAPER_LR_TAU)
-            add([go.Scatter(x=lrs, y=[scaling.PAPER_LR_TAU[v] for v in lrs], mode="lines+markers",
+        if paper or (paper is None and ks == {PAPER_LR_K}):
+            lrs = sorted(PAPER_LR_TAU)
+            add([go.Scatter(x=lrs, y=[PAPER_LR_TAU[v] for v in lrs], mode="lines+markers",
                             line=dict(color=PAPER_COLOR, dash="dash", width=1.5),
                             marker=dict(symbol="square-open", size=9, color=PAPER_COLOR),
-                            name=f"paper (K = {scaling.PAPER_LR_K}, {scaling.PAPER_LR_MEASURE})"),
-                 go.Scatter(x=[scaling.PAPER_LR_NEVER], y=[scaling.PAPER_LR_NEVER_STEPS], mode="markers",
+                            name=f"paper (K = {PAPER_LR_K}, {PAPER_LR_MEASURE})"),
+                 go.Scatter(x=[PAPER_LR_NEVER], y=[PAPER_LR_NEVER_STEPS], mode="markers",
                             marker=dict(symbol="triangle-up-open", size=11, color=PAPER_COLOR),
-                            name=f"paper: lr {scaling.PAPER_LR_NEVER:g} never snaps in "
-                                 f"{scaling.PAPER_LR_NEVER_STEPS:,} steps")], 1)
+                            name=f"paper: lr {PAPER_LR_NEVER:g} never snaps in "
+                                 f"{PAPER_LR_NEVER_STEPS:,} steps")], 1)
     if res.batch:
         part = pts[np.isclose(pts["lr"].to_numpy(float), at_lr, rtol=1e-9, atol=0)]
         add(_run_traces(part, "batch_size", y), 2)
@@ -252,15 +267,10 @@ def tau_vs_noise(result_or_table: NoiseResult | pd.DataFrame, paper: bool | None
 
 
 # ---------------------------------------------------------------------------- 4. asymmetry
-def asymmetry_bars(result_or_table: AsymmetryResult | pd.DataFrame, **fit_kwargs) -> go.Figure:
-    """Left: steps per direction (geometric mean over seeds, CI, each seed a dot). Right: the per-seed
-    ratio a_to_b / bz_to_a, its geometric mean with CI, and the paper's 1.7-4.4x shaded."""
-    if isinstance(result_or_table, AsymmetryResult):
-        result = result_or_table
-    else:
-        require(result_or_table, ["run", "status", "direction", "seed",
-                                  fit_kwargs.get("measure", "steps_to_exact_99")], "asymmetry bars")
-        result = scaling.asymmetry(result_or_table, **fit_kwargs)
+def asymmetry_bars(result: AsymmetryResult) -> go.Figure:
+    """An `asymmetry` result. Left: steps per direction (geometric mean over seeds, CI, each seed a dot).
+    Right: the per-seed ratio a_to_b / bz_to_a, its geometric mean with CI, and the paper's 1.7-4.4x shaded."""
+    result = _result(result, "asymmetry bars", "asymmetry", ("steps", "pairs", "measure", "geo_mean_ratio", "ci"))
     require(result.steps, ["direction", "geo_mean", "lo", "hi"], "asymmetry bars")
     require(result.pairs, ["seed", "steps_bz_to_a", "steps_a_to_b", "ratio", "status"], "asymmetry bars")
     m = result.measure
@@ -302,7 +312,7 @@ def asymmetry_bars(result_or_table: AsymmetryResult | pd.DataFrame, **fit_kwargs
             name="censored a_to_b: ratio > bound", marker=CENSORED_MARKER,
             hovertemplate="%{x}: ratio > %{y:.3g}<extra></extra>",
         ), row=1, col=2)
-    p_lo, p_hi = scaling.PAPER_ASYMMETRY
+    p_lo, p_hi = PAPER_ASYMMETRY
     fig.add_hrect(y0=p_lo, y1=p_hi, row=1, col=2, fillcolor=PAPER_COLOR, opacity=0.18, line_width=0,
                   name="paper range", annotation=dict(text=f"paper {p_lo}–{p_hi}×", font=dict(color=PAPER_COLOR)),
                   annotation_position="top left")

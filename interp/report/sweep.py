@@ -5,8 +5,9 @@ value beside it (the scaling exponent, the fixed-D slope, the noise trends, the 
 asymmetry, and how many runs are done, censored or failed); then the figures; then the
 per-run table, each run linked to its own report (written with `runs=True`, or listed with
 the command that makes it). A fit that does not apply to the sweep's design (e.g. no
-asymmetry without both directions) is a note, never an error. Page assembly is shared with
-the run report (`interp.report`).
+asymmetry without both directions) is a note, never an error: the fits are
+`interp.sweeps.family.sweep_fits`'s, the figures `interp.plots.sweep`'s. Page assembly is
+shared with the run report (`interp.report`).
 """
 
 from __future__ import annotations
@@ -15,58 +16,14 @@ import datetime as _dt
 import html
 import math
 import time
-import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from interp.errors import InterpError
 from interp.report.page import Section, figure_html, page, section_html, summary_table, write_html
-from interp.sweeps import scaling
+from interp.sweeps.family import Fits, sweep_fits
 from interp.sweeps.sweep import Sweep
-
-
-@dataclass
-class Fits:
-    """The fits that apply to a sweep, why the others do not, and what they warned about."""
-
-    results: dict = field(default_factory=dict)  # name -> result
-    problems: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-
-
-def sweep_fits(table: pd.DataFrame, y: str = "tau_half") -> Fits:
-    """Every fit of `interp.sweeps.scaling` that the sweep's design allows."""
-    fits = Fits()
-    done = table[table["status"] == "done"]
-    directions = set(done["direction"])
-    cand = done[done["direction"].isin(["bz_to_a"])]
-    one_d = scaling.one_dataset_size(cand["D"])  # n_bases = round(D / K): D = 10,008 at K = 36
-    attempts = {
-        "scaling": (not one_d and cand["D"].nunique() >= 3, "needs at least 3 values of D among the done bz_to_a runs",
-                    lambda: scaling.power_law(table, x="D", y=y, direction="bz_to_a")),
-        "fixed_d": (one_d and cand["k"].nunique() >= 2,
-                    "needs one D and at least 2 values of K",
-                    lambda: scaling.fixed_d(table, y=y, direction="bz_to_a")),
-        "noise": (cand["lr"].nunique() >= 2 or cand["batch_size"].nunique() >= 2,
-                  "needs at least 2 learning rates or batch sizes",
-                  lambda: scaling.noise(table, y=y, direction="bz_to_a")),
-        "asymmetry": ({"bz_to_a", "a_to_b"} <= directions, "needs done runs of both bz_to_a and a_to_b",
-                      lambda: scaling.asymmetry(table)),
-    }
-    for name, (applies, why, fit) in attempts.items():
-        if not applies:
-            fits.problems[name] = f"not in this sweep's design ({why})"
-            continue
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                fits.results[name] = fit()
-            except InterpError as exc:
-                fits.problems[name] = str(exc)
-        fits.warnings += [f"{name}: {w.message}" for w in caught]
-    return fits
 
 
 def _summary_rows(sweep: Sweep, table: pd.DataFrame, fits: Fits) -> list[tuple[str, str]]:
@@ -96,18 +53,18 @@ def _figures(fits: Fits, table: pd.DataFrame, metrics: dict[str, pd.DataFrame]) 
         ("scaling", "Scaling law: τ against D",
          "Each done run (censored runs as open triangles at the step they ended), the least-squares fit in "
          "log-log with its bootstrap band, and the paper's δ = 1.19 as a reference line.",
-         lambda: fits.results["scaling"].figure()),
+         lambda: plots.tau_vs_d(fits.results["scaling"])),
         ("fixed_d", "Fixed D: τ against K",
          "At one dataset size the plateau should not depend on K (the paper: 1600-1650 steps at D = 10,000).",
-         lambda: fits.results["fixed_d"].figure()),
+         lambda: plots.tau_vs_k_fixed_d(fits.results["fixed_d"])),
         ("noise", "Gradient noise: τ against learning rate and batch size",
          "More gradient noise (a higher learning rate or a smaller batch) lengthens the plateau in the paper "
          "(7x the learning rate gave 3.6x the plateau at batch 128); examples seen = τ x batch.",
-         lambda: fits.results["noise"].figure()),
+         lambda: plots.tau_vs_noise(fits.results["noise"])),
         ("asymmetry", "Direction asymmetry",
          "Steps to exact match >= 0.99 of the reverse direction (a_to_b) over the disambiguation direction "
          "(bz_to_a) on the same mapping, per seed; the paper: 1.7-4.4x.",
-         lambda: fits.results["asymmetry"].figure()),
+         lambda: plots.asymmetry_bars(fits.results["asymmetry"])),
         ("overlay", "Candidate loss of every run",
          "Every run's candidate loss over steps, coloured by D, with its log K level dashed.",
          lambda: plots.candidate_loss_overlay(metrics, table)),

@@ -73,7 +73,7 @@ def train_point(folder: str, spec: dict, device: str = "cpu", threads: int | Non
     except Exception as exc:  # noqa: BLE001 - a failed run is a result, the others go on
         result["state"] = "failed"
         result["error"] = str(exc) if isinstance(exc, InterpError) else f"{type(exc).__name__}: {exc}"
-        if run is not None and run._lock.held and (run.status or {}).get("state") != "failed":
+        if run is not None and run.is_writer and (run.status or {}).get("state") != "failed":
             run.write_status("failed", error=result["error"])
     finally:
         if run is not None:

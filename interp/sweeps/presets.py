@@ -65,3 +65,35 @@ SWEEP_PRESETS: dict[str, SweepSpec] = {
                                  grid=(("task.direction", ("bz_to_a", "a_to_b")), ("seed", (0, 1, 2))),
                                  name="paper-asymmetry"),
 }
+
+
+def sweep_spec(name: str, fields: dict[str, str] | None = None, grid: list[str] | None = None,
+               points: list[str] | None = None, fixed_d: int | None = None) -> SweepSpec:
+    """The SweepSpec of a run or sweep preset changed as on the command line: `fields` maps a
+    dotted field to one value (sets the base) or a comma list (a grid axis); `grid` are
+    "FIELD=V1,V2" axes and `points` "FIELD=V,FIELD=V" explicit points."""
+    from interp.errors import InterpError
+    from interp.presets import PRESETS
+    from interp.sweeps.sweep import parse_axis, parse_point, parse_value
+
+    if name in SWEEP_PRESETS:
+        spec = SWEEP_PRESETS[name]
+    elif name in PRESETS:
+        spec = SweepSpec(base=preset(name))
+    else:
+        raise InterpError(f"unknown preset {name!r}; runs: {', '.join(PRESETS)}; sweeps: {', '.join(SWEEP_PRESETS)}")
+    base, axes = spec.base, dict(spec.grid)
+    for dotted, text in (fields or {}).items():
+        values = [parse_value(dotted, v) for v in text.split(",") if v.strip()]
+        if not values:
+            raise InterpError(f"--{dotted.rpartition('.')[2].replace('_', '-')} has no value")
+        if len(values) == 1 and "," not in text:
+            base = base.replace(dotted, values[0])
+        else:
+            axes[dotted] = tuple(values)
+    for text in grid or []:
+        field, values = parse_axis(text)
+        axes[field] = tuple(values)
+    extra = [parse_point(text) for text in points or []]
+    return SweepSpec(base=base, grid=tuple(axes.items()), points=tuple(spec.points) + tuple(extra),
+                     fixed_d=fixed_d if fixed_d is not None else spec.fixed_d, name=spec.name)

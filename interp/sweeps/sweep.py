@@ -82,6 +82,17 @@ def parse_value(dotted: str, text) -> object:
     return raw
 
 
+def parse_point(text: str) -> dict:
+    """An explicit point from "FIELD=V,FIELD=V" (e.g. "task.k=10,seed=1")."""
+    point = {}
+    for item in text.split(","):
+        field, sep, value = item.partition("=")
+        if not sep:
+            raise InterpError(f"a point is FIELD=V,FIELD=V (e.g. task.k=10,seed=1), got {text!r}")
+        point[field.strip()] = parse_value(field.strip(), value)
+    return point
+
+
 def parse_axis(text: str) -> tuple[str, list]:
     """"task.k=5,10,20" -> ("task.k", [5, 10, 20])."""
     name, sep, values = text.partition("=")
@@ -318,6 +329,11 @@ class Sweep:
         if status.get("state") == "failed":
             return "failed", status.get("error")
         return ("interrupted", None) if run.steps else ("not started", None)
+
+    def counts(self) -> dict[str, int]:
+        """How many points are in each state (done, running, failed, interrupted, not started)."""
+        states = [self.state_of(name)[0] for name, _, _ in self.points()]
+        return {state: states.count(state) for state in ("done", "running", "failed", "interrupted", "not started")}
 
     def table(self):
         """One row per point (pandas): axis values, K, D, direction, seed, lr, batch size, status,

@@ -1,5 +1,6 @@
 """The `interp` command: bad input is one clear line and exit status 2; good input works."""
 
+import re
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 from interp.cli import main
 from interp.runs import Run
 from interp.train import train
-from tests.conftest import small_spec
+from tests.helpers import DEMO, small_spec
 
 TINY_FLAGS = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8",
               "--d-mlp", "32", "--steps", "6", "--eval-every", "3", "--eval-size", "16",
@@ -80,14 +81,13 @@ def test_train_show_ls_and_resume(tmp_path, capsys):
 
 def test_analyze_prints_findings_and_caches(tmp_path, capsys):
     import shutil
-    from pathlib import Path
 
-    demo = Path(__file__).resolve().parents[1] / "checkpoints" / "demo"
+    demo = DEMO
     run = tmp_path / "demo"
     shutil.copytree(demo, run, ignore=shutil.ignore_patterns("cache"))
     assert main(["analyze", str(run), "--only", "sensitivity,ablation", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "routing head          L0H3" in out and "zero-ablating L0H3" in out
+    assert re.search(r"routing head +L0H3 \(z-share", out) and re.search(r"zero-ablating L0H3 +candidate loss", out)
     assert main(["analyze", str(run), "--only", "sensitivity,ablation", "--json"]) == 0
     blob = json.loads(capsys.readouterr().out)
     assert blob["findings"]["routing_head"] == "L0H3"

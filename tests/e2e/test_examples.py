@@ -10,7 +10,7 @@ import pytest
 
 from tests.synthetic_sweeps import sweep_folders
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))
 FINDINGS = sorted(p for p in (ROOT / "analyses").glob("*.py") if not p.name.startswith("_"))
 # the family-level finding scripts read a sweep folder (synthetic here, with a known truth)

@@ -7,7 +7,7 @@ from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import VOCAB_SIZE
 from interp.train import train
-from tests.conftest import small_spec
+from tests.helpers import small_spec
 
 
 def _params(model) -> dict[str, torch.Tensor]:

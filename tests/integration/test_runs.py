@@ -9,7 +9,7 @@ from interp.errors import InterpError
 from interp.runs import METRICS_FILE, RESUME_FILE, Run
 from interp.train import scheduled_checkpoint, train
 from interp.transition import tau
-from tests.conftest import small_spec
+from tests.helpers import small_spec
 
 
 def _params(model) -> dict[str, torch.Tensor]:

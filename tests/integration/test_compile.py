@@ -5,7 +5,7 @@ import torch
 
 from interp.runs import Run
 from interp.train import train
-from tests.conftest import small_spec
+from tests.helpers import small_spec
 
 
 def _final(tmp_path, name, **overrides):

@@ -3,7 +3,6 @@ from disk without a network, and degrades to notes (not a crash) on runs that la
 section needs. Needs Debian's chromium at /usr/bin/chromium (CI installs it)."""
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,44 +10,14 @@ import pytest
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.train import train
-from tests.conftest import small_spec
+from tests.helpers import FIGURE_DIV, figures, js_errors, render, small_spec
 
 from interp.report import write_report, write_timeline
 
-CHROMIUM = Path("/usr/bin/chromium")
 SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False)
 SECTIONS = ("timeline", "loss", "shuffle", "sensitivity", "attn_to_z", "segments", "attention", "group_hist",
             "group_share", "ablation", "patching", "usage")
 GEOMETRY = ("hessian", "anisotropy", "escape", "llc")  # computed only when asked: the command is shown
-FIGURE_DIV = re.compile(r'<div\b[^>]*\bid="(fig-[\w-]+)"[^>]*>')
-
-
-def render(page: Path, tmp_path: Path) -> str:
-    """The DOM of `page` after headless Chromium has run its scripts (opened from disk)."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: the report test needs a real browser. "
-                    "Install it with `apt-get install -y chromium` (CI's .ci/run installs it).")
-    profile = tmp_path / f"chromium-profile-{page.stem}"
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--virtual-time-budget=15000",
-           "--dump-dom", page.resolve().as_uri()]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0 and "</html>" in result.stdout, result.stderr[-3000:]
-    return result.stdout
-
-
-def js_errors(dom: str) -> tuple[int, str]:
-    match = re.search(r'<pre id="js-errors" data-count="(\d+)"[^>]*>(.*?)</pre>', dom, re.S)
-    assert match, "the error recorder's element is missing from the page"
-    return int(match.group(1)), match.group(2)
-
-
-def figures(dom: str) -> dict[str, str]:
-    """Each figure div's id -> its HTML up to the next figure div (figures are never nested)."""
-    hits = list(FIGURE_DIV.finditer(dom))
-    return {m.group(1): dom[m.start(): hits[i + 1].start() if i + 1 < len(hits) else len(dom)]
-            for i, m in enumerate(hits)}
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +72,10 @@ def test_report_is_self_contained(report):
 def test_report_summary_table(run, report):
     text = report.read_text()
     summary = text[text.index('id="summary"'): text.index("</table>")]
-    for label in ("K = 4", "D = 96", "plateau height / log K", "τ (half / window)", "routing head",
-                  "its onset", "lead (τ − onset) / τ", "zero-ablating", "groups ≥ 80% accurate at τ/2"):
+    # the same rows as `interp show` and `interp analyze` print (one rendering of the summary)
+    for label in ("K=4", "D=96", "<th>plateau</th>", "<th>tau</th>", "tau_half = ", "<th>model</th>",
+                  "<th>routing head</th>", "<th>z carried</th>", "<th>z used</th>", "zero-ablating",
+                  "<th>collective snap</th>", "≥ 80% accurate at τ/2", "<th>patching</th>"):
         assert label in summary, label
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from interp.errors import InterpError
 from interp.plots import sweep as plots
-from interp.sweeps import scaling
+from interp.sweeps import paper, scaling
 from tests.synthetic_sweeps import asymmetry_sweep, fixed_d_sweep, metrics_for, noise_sweep, power_law_sweep
 
 
@@ -47,21 +47,21 @@ def test_tau_vs_d(censored_fit):
     pts = fit.points[fit.points["role"] == "censored"]
     np.testing.assert_allclose(cen.y, pts["steps_run"])           # drawn at steps_run: the value is above
     assert fig.data[3].fill == "tonexty"
-    paper = fig.data[5]
-    slope = math.log(paper.y[-1] / paper.y[0]) / math.log(paper.x[-1] / paper.x[0])
-    assert slope == pytest.approx(scaling.PAPER_DELTA)
+    ref = fig.data[5]
+    slope = math.log(ref.y[-1] / ref.y[0]) / math.log(ref.x[-1] / ref.x[0])
+    assert slope == pytest.approx(paper.PAPER_DELTA)
     fit_line = fig.data[4]
     np.testing.assert_allclose(fit_line.y, fit.predict(fit_line.x), rtol=1e-9)
 
 
-def test_tau_vs_d_from_a_table_and_bad_input():
-    fig = plots.tau_vs_d(power_law_sweep(), paper=False)
+def test_tau_vs_d_without_the_paper_and_bad_input():
+    fig = plots.tau_vs_d(scaling.power_law(power_law_sweep()), paper=False)
     assert _names(fig)[0] == "runs" and not any(n.startswith("paper") for n in _names(fig))
     assert not any(n.startswith("censored") for n in _names(fig))
-    with pytest.raises(InterpError, match="lacks the column"):
-        plots.tau_vs_d(power_law_sweep().drop(columns=["tau_half"]))
-    with pytest.raises(InterpError, match="empty"):
-        plots.tau_vs_d(power_law_sweep().iloc[:0])
+    with pytest.raises(InterpError, match=r"not a sweep table; fit it first: power_law\(table\)"):
+        plots.tau_vs_d(power_law_sweep())
+    with pytest.raises(InterpError, match="expected the result of interp.sweeps.scaling.power_law, got FixedDResult"):
+        plots.tau_vs_d(scaling.fixed_d(fixed_d_sweep()))
 
 
 def test_tau_vs_k_fixed_d():
@@ -69,11 +69,11 @@ def test_tau_vs_k_fixed_d():
     fig = plots.tau_vs_k_fixed_d(res)
     assert _names(fig)[:2] == ["runs", "mean per K"]
     assert _names(fig)[2].startswith("fit: slope = ") and _names(fig)[2].endswith("(flat)")
-    paper = _one(fig, "paper (D = 10,000)")
-    assert list(paper.x) == [5, 10, 20, 36] and list(paper.y) == [1600, 1650, 1600, 1600]
+    ref = _one(fig, "paper (D = 10,000)")
+    assert list(ref.x) == [5, 10, 20, 36] and list(ref.y) == [1600, 1650, 1600, 1600]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert fig.layout.xaxis.title.text == "K (targets per base)"
-    other = plots.tau_vs_k_fixed_d(fixed_d_sweep(d=5000))
+    other = plots.tau_vs_k_fixed_d(scaling.fixed_d(fixed_d_sweep(d=5000)))
     flat = _one(other, "flat at the mean")
     assert flat.y[0] == flat.y[1]
     assert not any(n.startswith("paper") for n in _names(other))
@@ -84,8 +84,7 @@ def test_tau_vs_noise():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = scaling.noise(table)
-        fig = plots.tau_vs_noise(table)
-    assert len(fig.data) == len(plots.tau_vs_noise(res).data)
+    fig = plots.tau_vs_noise(res)
     for axis in ("xaxis", "xaxis2", "xaxis3", "yaxis", "yaxis2", "yaxis3"):
         assert fig.layout[axis].type == "log"
     assert fig.layout.xaxis.title.text == "learning rate"
@@ -94,15 +93,15 @@ def test_tau_vs_noise():
     cen = _one(fig, "censored (tau_half > steps run)")
     assert cen.xaxis == "x" and set(cen.x) == {5e-3} and cen.marker.symbol == "triangle-up-open"
     assert _one(fig, "fit vs lr").name.endswith("(+)") and _one(fig, "fit vs batch").name.endswith("(-)")
-    paper = _one(fig, "paper (K = 20")
-    assert list(paper.x) == sorted(scaling.PAPER_LR_TAU) and paper.xaxis == "x"
+    ref = _one(fig, "paper (K = 20")
+    assert list(ref.x) == sorted(paper.PAPER_LR_TAU) and ref.xaxis == "x"
     assert _one(fig, "paper: lr 0.005 never snaps").y[0] == 50_000
     runs = [t for t in fig.data if t.name == "runs"]
     assert [t.xaxis for t in runs] == ["x", "x2", "x3"] and sum(bool(t.showlegend) for t in runs) == 1
     seen = runs[2]
     part = res.points[(res.points["lr"] == 1e-3) & res.points["used"]]
     np.testing.assert_allclose(sorted(seen.y), sorted(part["tau_half"] * part["batch_size"]))
-    no_paper = plots.tau_vs_noise(noise_sweep(k=10))
+    no_paper = plots.tau_vs_noise(scaling.noise(noise_sweep(k=10)))
     assert not any(n.startswith("paper") for n in _names(no_paper))
 
 
@@ -122,13 +121,10 @@ def test_asymmetry_bars():
     assert len(fig.data[3].x) == res.n_pairs == 5
     assert fig.data[5].marker.symbol == "triangle-up-open"
     (band,) = [s for s in fig.layout.shapes if s.name == "paper range"]
-    assert (band.y0, band.y1) == scaling.PAPER_ASYMMETRY
+    assert (band.y0, band.y1) == paper.PAPER_ASYMMETRY
     assert fig.layout.yaxis2.title.text == "ratio a_to_b / bz_to_a (×)"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert _names(plots.asymmetry_bars(table)) == names
-    with pytest.raises(InterpError, match="no a_to_b runs"):
-        plots.asymmetry_bars(table[table["direction"] == "bz_to_a"])
+    with pytest.raises(InterpError, match="not a sweep table; fit it first: asymmetry"):
+        plots.asymmetry_bars(table)
 
 
 def test_candidate_loss_overlay():
@@ -155,8 +151,15 @@ def test_candidate_loss_overlay():
         plots.candidate_loss_overlay({"k3-s0": pd.DataFrame({"step": [0, 1]})}, table)
 
 
-def test_results_draw_themselves(censored_fit):
-    assert _names(censored_fit.figure()) == _names(plots.tau_vs_d(censored_fit))
-    assert isinstance(scaling.fixed_d(fixed_d_sweep()).figure(), go.Figure)
-    assert isinstance(scaling.noise(noise_sweep()).figure(), go.Figure)
-    assert isinstance(scaling.asymmetry(asymmetry_sweep()).figure(), go.Figure)
+def test_figures_take_results_and_results_draw_nothing(censored_fit):
+    """Figures depend on results, never the reverse: a result has no figure method, and each
+    figure function draws its result."""
+    results = [(censored_fit, plots.tau_vs_d), (scaling.fixed_d(fixed_d_sweep()), plots.tau_vs_k_fixed_d),
+               (scaling.noise(noise_sweep()), plots.tau_vs_noise), (scaling.asymmetry(asymmetry_sweep()),
+                                                                  plots.asymmetry_bars)]
+    for result, draw in results:
+        assert not hasattr(result, "figure")
+        assert isinstance(draw(result), go.Figure)
+    for draw in (plots.tau_vs_k_fixed_d, plots.tau_vs_noise):
+        with pytest.raises(InterpError, match="not a sweep table"):
+            draw(noise_sweep())

@@ -20,12 +20,12 @@ from interp.cli import main
 from interp.errors import InterpError
 from interp.runs import METRICS_FILE, RESUME_FILE, RUN_FILE, Run
 from interp.train import train
-from tests.conftest import small_spec
+from tests.helpers import small_spec
 
 FLAGS = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8",
          "--d-mlp", "32", "--eval-every", "5", "--eval-size", "16", "--checkpoint-every", "10",
          "--batch-size", "8", "--quiet"]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _interp(*args, cwd=None, timeout=300, env=None) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from interp.errors import InterpError
 from interp.runs import Run
 from interp.train import train
 from interp.transition import rise_onset
-from tests.conftest import small_spec
+from tests.helpers import small_spec
 
 from interp import plots
 from interp.timelines import Timeline, head_onsets, timeline
@@ -184,7 +184,7 @@ def test_timeline_matches_the_suite_findings(run, suite, tl):
     sens = suite.tables["sensitivity"]
     f = suite.findings
     assert tl.routing_head == f["routing_head"] == sensitivity.routing_head(sens)
-    assert tl.routing_onset == f["onset"] and tl.lead == f["lead"] and tl.tau == f["tau"]
+    assert tl.routing_onset == f["carried_share_onset"] and tl.lead == f["carried_share_lead"] and tl.tau == f["tau"]
     assert list(tl.onsets.columns) == ["head_name", "layer", "head", "threshold", "onset"]
     assert str(tl.onsets["onset"].dtype) == "Int64" and list(tl.onsets["head_name"]) == ["L0H0", "L0H1", "L1H0", "L1H1"]
     for r in tl.onsets.itertuples():
@@ -196,7 +196,7 @@ def test_timeline_matches_the_suite_findings(run, suite, tl):
 
 
 def test_timeline_figure_marks_onsets_and_tau(tl):
-    fig = tl.figure()
+    fig = plots.timeline_figure(tl)
     head = tl.routing_head
     assert [t.name for t in fig.data] == ["full loss", "first-token loss", "candidate loss",
                                           "shuffle gap (first token)", "shuffle gap (full target)", "z_share",

@@ -13,8 +13,8 @@ from interp.presets import preset
 from interp.runs import Run
 from interp.timelines import timeline
 from interp.transition import rise_onset, tau
-from tests.conftest import DEMO
-from tests.test_tiny_preset import assert_plateau_then_snap
+from tests.helpers import DEMO
+from tests.helpers import assert_plateau_then_snap
 
 # the documented command: interp train --preset tiny --out checkpoints/demo --checkpoint-dtype float16
 #   --checkpoint-every 100 --no-early-checkpoints --no-densify --dense-until 350
@@ -96,7 +96,9 @@ def test_the_routing_head_carries_z_before_z_is_used(tl):
 
 
 def test_the_timeline_marks_the_events_where_the_analysis_puts_them(tl):
-    fig = tl.figure()
+    from interp.plots import timeline_figure
+
+    fig = timeline_figure(tl)
     marks = {s.name[len("event "):]: s.x0 for s in fig.layout.shapes if (s.name or "").startswith("event ")}
     assert marks == {r.event: int(r.step) for r in tl.events.dropna(subset=["step"]).itertuples()}
     usage = tl.usage.sort_values("step")

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import functional_call, grad, jvp
 
-from interp.analysis import hessian
+from interp.analysis import hessian, lanczos, params, registry
 from interp.errors import InterpError
 from interp.metrics import batch_loss
 from interp.model import ModelSpec, build_model
@@ -36,8 +36,8 @@ def flat_loss(model, task):
 
     def f(flat):
         parts = flat.split([s.numel() for s in shapes])
-        params = {n: x.view(s) for n, x, s in zip(names, parts, shapes)}
-        return batch_loss(lambda x: functional_call(model, params, (x,)), task.tokens, task.layout.loss_pos)
+        named = {n: x.view(s) for n, x, s in zip(names, parts, shapes)}
+        return batch_loss(lambda x: functional_call(model, named, (x,)), task.tokens, task.layout.loss_pos)
 
     return f, torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
@@ -103,13 +103,13 @@ def test_lanczos_wrapper_finds_a_known_quadratic_spectrum():
         _, hv = jvp(grad(f), (x0,), (torch.from_numpy(np.asarray(v).reshape(-1)),))
         return hv.numpy()
 
-    top = hessian.extreme_eigenpairs(matvec, n, 3, "LA", tol=1e-12)
-    bottom = hessian.extreme_eigenpairs(matvec, n, 3, "SA", tol=1e-12)
+    top = lanczos.extreme_eigenpairs(matvec, n, 3, "LA", tol=1e-12)
+    bottom = lanczos.extreme_eigenpairs(matvec, n, 3, "SA", tol=1e-12)
     np.testing.assert_allclose(top.values, [90.0, 55.0, 40.0], rtol=1e-10)
     np.testing.assert_allclose(bottom.values, [-7.0, -3.0, -2.5], rtol=1e-10)
     assert (top.residuals < 1e-8).all() and (bottom.residuals < 1e-8).all()
     assert top.n_matvec > 0
-    top2, bottom2 = hessian.both_ends(matvec, n, 3, tol=1e-12)  # one run, both ends
+    top2, bottom2 = lanczos.both_ends(matvec, n, 3, tol=1e-12)  # one run, both ends
     np.testing.assert_allclose(top2.values, [90.0, 55.0, 40.0], rtol=1e-10)
     np.testing.assert_allclose(bottom2.values, [-7.0, -3.0, -2.5], rtol=1e-10)
     assert top2.n_matvec == bottom2.n_matvec
@@ -119,17 +119,17 @@ def test_lanczos_wrapper_finds_a_known_quadratic_spectrum():
 
 def test_non_convergence_is_flagged_not_raised():
     d = torch.linspace(1.0, 2.0, 400).double().numpy()
-    res = hessian.extreme_eigenpairs(lambda v: d * np.asarray(v).reshape(-1), 400, 2, "SA", tol=1e-14, maxiter=1, ncv=5)
+    res = lanczos.extreme_eigenpairs(lambda v: d * np.asarray(v).reshape(-1), 400, 2, "SA", tol=1e-14, maxiter=1, ncv=5)
     assert not res.converged.all()
     assert np.isnan(res.values[~res.converged]).all()
-    top, bottom = hessian.both_ends(lambda v: d * np.asarray(v).reshape(-1), 400, 2, tol=1e-14, maxiter=1, ncv=6)
+    top, bottom = lanczos.both_ends(lambda v: d * np.asarray(v).reshape(-1), 400, 2, tol=1e-14, maxiter=1, ncv=6)
     assert not bottom.converged.all() and np.isnan(bottom.residuals[~bottom.converged]).all()
 
 
 @pytest.mark.parametrize("restrict", ["L0H1", "l0.mlp", "embed", ["L0H0", "unembed"]])
 def test_restricted_hessian_is_the_block_of_the_full_one(model, task, exact, restrict):
     op = hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, restrict, dtype="float64")
-    idx = hessian.flat_index(model, restrict)
+    idx = params.flat_index(model, restrict)
     assert op.dim == len(idx) < exact.shape[0]
     # random probes: H_SS u for generic u determines the block (any difference shows up)
     probes = torch.randn(op.dim, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
@@ -138,24 +138,24 @@ def test_restricted_hessian_is_the_block_of_the_full_one(model, task, exact, res
 
 
 def test_head_selection_is_the_head_slices(model):
-    sel = hessian.selection(model, "l0h1")
+    sel = params.selection(model, "l0h1")
     assert sel.label == "L0H1"
-    assert set(sel.index) == {f"blocks.0.attn.{p}" for p in hessian.HEAD_PARTS}
-    params = dict(model.named_parameters())
+    assert set(sel.index) == {f"blocks.0.attn.{p}" for p in params.HEAD_PARTS}
+    tensors = dict(model.named_parameters())
     for name, idx in sel.index.items():
-        marked = torch.zeros(params[name].numel(), dtype=torch.bool)
+        marked = torch.zeros(tensors[name].numel(), dtype=torch.bool)
         marked[idx] = True
-        expected = torch.zeros(params[name].shape, dtype=torch.bool)
+        expected = torch.zeros(tensors[name].shape, dtype=torch.bool)
         expected[1] = True
-        assert torch.equal(marked.view(params[name].shape), expected), name
-    assert hessian.selection(model, None).label == "all"
-    assert hessian.selection(model, None).size(params) == sum(p.numel() for p in model.parameters())
+        assert torch.equal(marked.view(tensors[name].shape), expected), name
+    assert params.selection(model, None).label == "all"
+    assert params.selection(model, None).size(tensors) == sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.parametrize("bad", ["L0H2", "L3", "heads", "L0.norm", []])
 def test_unknown_restriction_is_refused(model, bad):
     with pytest.raises(InterpError, match="restrict"):
-        hessian.selection(model, bad)
+        params.selection(model, bad)
 
 
 def test_escape_masses_sum_to_one_and_land_in_the_right_slice(model, task):
@@ -168,8 +168,8 @@ def test_escape_masses_sum_to_one_and_land_in_the_right_slice(model, task):
     assert set(totals["component"]) == {"embed", "L0H0", "L0H1", "L0.mlp", "unembed", "other"}
     # a vector living only in head 1's W_V slice puts all its mass there
     op = hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, dtype="float64")
-    full = hessian.flat_index(model, None)
-    wv = hessian.flat_index(model, "L0H1")
+    full = params.flat_index(model, None)
+    wv = params.flat_index(model, "L0H1")
     names = [n for n, _ in model.named_parameters()]
     offset = sum(p.numel() for n, p in model.named_parameters() if names.index(n) < names.index("blocks.0.attn.W_V"))
     size = model.blocks[0].attn.W_V.numel()
@@ -229,13 +229,13 @@ def test_run_level_tables(tiny_run, monkeypatch):
 
 
 def test_across_escape_mass_and_robustness(tiny_run):
-    params = dict(k=1, dtype="float64", tol=1e-8)
-    table = hessian.across(tiny_run, None, n_examples=6, **params)
+    settings = dict(k=1, dtype="float64", tol=1e-8)
+    table = hessian.across(tiny_run, "all", n_examples=6, **settings)
     assert sorted(table["step"].unique()) == [0, 1] and len(table) == 4
-    esc = hessian.escape_mass(tiny_run, 0, n_examples=6, restrict="L0H0", **params)
+    esc = hessian.escape_mass(tiny_run, 0, n_examples=6, restrict="L0H0", **settings)
     assert set(esc["component"]) == {"L0H0"}
     assert esc.loc[esc["part"] == "all", "mass"].sum() == pytest.approx(1.0)
-    rob = hessian.robustness(tiny_run, [0], n_examples=(4, 8), **params)
+    rob = hessian.robustness(tiny_run, [0], n_examples=(4, 8), **settings)
     assert list(rob["quantity"]) == ["lambda_min", "lambda_max", "anisotropy", "grad_norm", "cos_grad_vmin"]
     assert (rob["n_small"] == 4).all() and (rob["n_large"] == 8).all()
     row = rob.iloc[0]
@@ -243,11 +243,23 @@ def test_across_escape_mass_and_robustness(tiny_run):
     with pytest.raises(InterpError, match="n_examples"):
         hessian.at_step(tiny_run, 0, n_examples=10**6)
     with pytest.raises(InterpError, match="unknown Hessian parameter"):
-        hessian.across(tiny_run, None, n_example=5)
+        hessian.across(tiny_run, "all", n_example=5)
     with pytest.raises(InterpError, match="dtype"):
         hessian.at_step(tiny_run, 0, dtype="float16")
     with pytest.raises(InterpError, match="method"):
         hessian.at_step(tiny_run, 0, method="lanczos")
+
+
+def test_across_defaults_to_the_registry_steps(tiny_run, monkeypatch):
+    """steps=None is the registry entry's steps ("transition"), not every checkpoint."""
+    asked = []
+    monkeypatch.setattr(hessian, "select_steps", lambda run, steps: asked.append(steps) or [(1, "")])
+    monkeypatch.setattr(hessian, "at_step", lambda run, step, **kw: {
+        "hessian": pd.DataFrame({"step": [step]}), "hessian_escape": pd.DataFrame({"step": [step]})})
+    assert list(hessian.across(tiny_run)["step"]) == [1]
+    hessian.across(tiny_run, "all")
+    assert asked == [registry.get("hessian").steps, "all"] and asked[0] != "all"
+    assert hessian.DEFAULTS["restrict"] is None  # every parameter the registry passes has its default here
 
 
 def test_demo_plateau(demo_run):

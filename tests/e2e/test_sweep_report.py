@@ -10,7 +10,7 @@ from interp.cli import main
 from interp.report.sweep import write_sweep_report
 from interp.sweeps.sweep import Sweep
 from tests import synthetic_sweeps as syn
-from tests.test_report import FIGURE_DIV, figures, js_errors, render
+from tests.helpers import FIGURE_DIV, figures, js_errors, render
 
 # each finding's figure id -> its synthetic sweep folder (tests/synthetic_sweeps.py)
 DESIGNS = {"scaling": "scaling", "fixed_d": "fixed-d", "noise": "noise", "asymmetry": "asymmetry"}
@@ -51,7 +51,7 @@ def test_each_finding_is_drawn_in_a_browser(design, sweeps, tmp_path):
 def test_censored_runs_are_flagged_in_the_report(tmp_path):
     # the largest D's runs stop before their plateau ends: censored, as in a real sweep
     from interp.sweeps.sweep import SweepSpec
-    from tests.conftest import small_spec
+    from tests.helpers import small_spec
 
     spec = SweepSpec(base=small_spec(steps=3000, n_bases=24), grid=(("task.k", (3, 4, 6, 8)), ("seed", (0, 1))))
     sweep = syn.write_sweep_folder(tmp_path / "c", spec, lambda s, rng: 10 * s.task.dataset_size if s.task.k < 8

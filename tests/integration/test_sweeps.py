@@ -17,7 +17,7 @@ from interp.errors import InterpError
 from interp.presets import preset
 from interp.runs import Run
 from interp.sweeps.sweep import Sweep, SweepSpec, parse_axis
-from tests.conftest import small_spec
+from tests.helpers import small_spec
 
 SMALL = ["--preset", "tiny", "--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8",
          "--d-mlp", "32", "--eval-every", "10", "--eval-size", "16", "--checkpoint-every", "10", "--batch-size", "8",

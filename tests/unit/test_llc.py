@@ -4,14 +4,17 @@ import random
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch import nn
 
-from interp.analysis import llc
+from interp.analysis import llc, params, registry
 from interp.errors import InterpError
 from interp.metrics import batch_loss
 from interp.model import ModelSpec, build_model
+from interp.runs import Run
+from interp.spec import RunSpec, TrainSpec
 from interp.task import VOCAB_SIZE, Task, TaskSpec
 
 pytest.importorskip("devinterp")
@@ -60,7 +63,7 @@ def test_per_head_restriction_moves_only_that_head(model, task):
     from devinterp.slt.sampler import sample_single_chain
 
     masks = llc.param_masks(model, "l1h0")
-    assert set(masks) == {f"blocks.1.attn.{p}" for p in llc.HEAD_PARTS}
+    assert set(masks) == {f"blocks.1.attn.{p}" for p in params.HEAD_PARTS}
     ref = {n: p.detach().clone() for n, p in model.named_parameters()}
     moved: dict[str, bool] = {}
 
@@ -118,6 +121,27 @@ def test_output_token_loss_is_the_training_objective(model, task):
         assert float(per.mean()) == pytest.approx(float(batch_loss(model, task.tokens, loss_pos)), rel=1e-6)
 
 
+def test_across_defaults_to_the_registry_steps(monkeypatch, tmp_path):
+    """steps=None is the registry entry's steps ("transition"), not every checkpoint."""
+    run = Run.create(tmp_path / "run", RunSpec(seed=0, task=TINY_TASK, model=TINY_MODEL, train=TrainSpec(steps=2)))
+    asked = []
+    monkeypatch.setattr(llc, "select_steps", lambda run, steps: asked.append(steps) or [(7, "")])
+    monkeypatch.setattr(llc, "at_step", lambda run, step, restrict, **kw: pd.DataFrame({"step": [step]}))
+    assert list(llc.across(run)["step"]) == [7]
+    llc.across(run, [3])
+    assert asked == [registry.get("llc").steps, [3]] and asked[0] != "all"
+    assert llc.DEFAULTS["restrict"] == llc.RESTRICT
+
+
+def test_head_masks_are_the_hessians_head_selection(model):
+    """The LLC's head masks and the Hessian's restrict="L0H1" are one selection (interp.analysis.params)."""
+    masks = llc.param_masks(model, "l0h1")
+    sel = params.selection(model, "L0H1")
+    assert list(masks) == list(sel.index)
+    for name, idx in sel.index.items():
+        assert torch.equal(torch.nonzero(masks[name].reshape(-1)).view(-1), idx), name
+
+
 def test_missing_devinterp_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "devinterp.slt.llc", None)
     with pytest.raises(InterpError, match=r"pip install -e '\.\[landscape\]'"):
@@ -128,13 +152,16 @@ def test_sampling_is_reproducible_and_leaves_global_rngs_alone(model, task):
     loss_pos = task.layout.loss_pos
     ids = task.tokens[:, : loss_pos[-1] + 2]
     fn = lambda m, x: llc.output_token_loss(m, x, loss_pos)  # noqa: E731
+    # the masks before the states: under the tests' beartype checks, calling a function whose signature
+    # has a Sequence hint (params.selection's `restrict`) draws from `random` (beartype's item pick)
+    masks = llc.param_masks(model, "L0H0")
     torch.manual_seed(123)
     np.random.seed(5)
     random.seed(9)
     states = torch.random.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
     kw = dict(seed=1, chains=2, draws=6, batch_size=4, init_loss_batches=2, epsilon=1e-4, gamma=100.0)
-    a = llc.sample_llc(model, ids, fn, llc.param_masks(model, "L0H0"), **kw)
-    b = llc.sample_llc(model, ids, fn, llc.param_masks(model, "L0H0"), **kw)
+    a = llc.sample_llc(model, ids, fn, masks, **kw)
+    b = llc.sample_llc(model, ids, fn, masks, **kw)
     assert np.array_equal(a["chain_values"], b["chain_values"])
     assert torch.equal(torch.random.get_rng_state(), states[0])
     assert np.array_equal(np.random.get_state()[1], states[1]) and random.getstate() == states[2]

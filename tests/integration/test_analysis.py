@@ -14,14 +14,14 @@ from interp.analysis.cache import ResultCache
 from interp.analysis.common import group_examples, select_steps
 from interp.analysis.suite import run_suite
 from interp.errors import InterpError
-from interp.incremental import base_cache, resume_from_resid
+from interp.fastpath import base_cache, resume_from_resid, resume_from_z, resume_from_z_at, resume_tree, run_tree, usable
 from interp.metrics import evaluate_examples, summarize
 from interp.model import ModelSpec, build_model
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import VOCAB_SIZE, Task, TaskSpec
 from interp.train import train
-from tests.conftest import small_spec
+from tests.helpers import small_spec
 
 
 @pytest.fixture(scope="module")
@@ -312,8 +312,6 @@ def test_fast_ablation_table_equals_the_hook_path_on_a_small_run(small_run, meth
 
 
 def test_prefix_tree_equals_the_transformer_lens_forward(task, model):
-    from interp.prefix_tree import run_tree
-
     idx = torch.arange(7)
     cands = task.candidates(idx)
     dec = task.layout.decision_pos
@@ -328,3 +326,62 @@ def test_prefix_tree_equals_the_transformer_lens_forward(task, model):
                                    atol=1e-10, rtol=0)
         torch.testing.assert_close(tree.cont_resid[layer][:, 0], cache[get_act_name("resid_pre", layer)][:, dec + 1 :],
                                    atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-5), (torch.float64, 1e-9)])
+def test_fastpath_resumes_equal_start_at_layer(task, model, dtype, tol):
+    # each resume against TransformerLens's own forward from the same layer (start_at_layer),
+    # with the same patch made through a hook
+    import copy
+
+    model = copy.deepcopy(model).to(dtype)
+    dec = task.layout.decision_pos
+    idx = torch.arange(9)
+    cache = base_cache(model, task.tokens[idx, : dec + 1])
+    rows = torch.arange(len(idx))
+    gen = torch.Generator().manual_seed(0)
+    last = model.cfg.n_layers - 1
+    with torch.no_grad():
+        for layer in range(model.cfg.n_layers):
+            z_name = get_act_name("z", layer)
+            for p in (0, 4, dec):
+                resid = cache.resid_pre[layer].clone()
+                resid[:, p:] += torch.randn(resid[:, p:].shape, generator=gen).to(dtype)
+                torch.testing.assert_close(resume_from_resid(model, cache, layer, resid[:, p:], p, rows),
+                                           model(resid, start_at_layer=layer)[:, -1], atol=tol, rtol=0)
+                z = cache.z[layer].clone()
+                z[:, p:] *= -0.5
+                hook = (z_name, lambda act, hook, z=z: z)
+                theirs = model.run_with_hooks(cache.resid_pre[layer], start_at_layer=layer, fwd_hooks=[hook])[:, -1]
+                torch.testing.assert_close(resume_from_z(model, cache, layer, z[:, p:], p, rows), theirs, atol=tol, rtol=0)
+                if layer == last and p != dec:
+                    continue  # at the last layer only the decision position reaches the output
+                z = cache.z[layer].clone()
+                z[:, p] *= -0.5
+                hook = (z_name, lambda act, hook, z=z: z)
+                theirs = model.run_with_hooks(cache.resid_pre[layer], start_at_layer=layer, fwd_hooks=[hook])[:, -1]
+                torch.testing.assert_close(resume_from_z_at(model, cache, layer, z[:, p], p, rows), theirs,
+                                           atol=tol, rtol=0)
+            assert float((theirs - cache.logits).abs().max()) > 1e-3  # the patches change the output
+
+        cands = task.candidates(idx)
+        tree = run_tree(model, task.tokens[idx, : dec + 1], cands[:, :, :-1], record=True)
+        n, k, c = cands[:, :, :-1].shape
+        for layer in range(model.cfg.n_layers):
+            zp, zc = tree.prefix_z[layer] * 0.3, tree.cont_z[layer] * -0.7
+            first, cont = resume_tree(model, tree, layer, zp, zc, rows)
+            per_seq = lambda pre, post: torch.cat([pre.unsqueeze(1).expand(n, k, *pre.shape[1:]), post], 2)  # noqa: E731
+            resid = per_seq(tree.prefix_resid[layer], tree.cont_resid[layer]).flatten(0, 1)
+            z = per_seq(zp, zc).flatten(0, 1)
+            hook = (get_act_name("z", layer), lambda act, hook, z=z: z)
+            theirs = model.run_with_hooks(resid, start_at_layer=layer, fwd_hooks=[hook]).view(n, k, dec + 1 + c, -1)
+            torch.testing.assert_close(first, theirs[:, 0, dec], atol=tol, rtol=0)
+            torch.testing.assert_close(cont, theirs[:, :, dec + 1 :], atol=tol, rtol=0)
+
+
+def test_fastpath_is_usable_only_without_hooks(model):
+    assert usable(model)
+    with model.hooks(fwd_hooks=[(get_act_name("z", 0), lambda act, hook: act)]):
+        assert not usable(model)
+    assert usable(model)
+    assert not usable(torch.nn.Linear(2, 2))

@@ -1,0 +1,113 @@
+"""Every command the README and the report advertise runs as shown.
+
+The README's command-line block runs top to bottom in a scratch folder holding a copy of the
+demo, each command as written plus only the budget flags that keep it short (fewer steps, a
+smaller probe, fewer SGLD draws): the flags a user would change, never the command's shape.
+The report's "compute it with" hints run the same way, after which the report draws those
+sections. Every registry entry runs through `interp analyze --only NAME` at its default steps.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from interp.analysis import registry
+from interp.cli import main
+from tests.helpers import DEMO
+
+ROOT = Path(__file__).resolve().parents[2]
+# analysis options that shrink the work; every one is accepted by `interp analyze` whatever --only says
+SMALL_ANALYSIS = ["--n-groups", "4", "--n-examples", "16", "--n-pairs", "8", "--chains", "1", "--draws", "4"]
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## The command line", 1)[1].split("```", 2)[1]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.startswith("interp ")]
+
+
+def budget(argv: list[str]) -> list[str]:
+    """The command with the flags that keep it short on 2 cores (and without progress bars)."""
+    command = argv[0]
+    if command == "train":
+        return argv + (["--quiet"] if "--resume" in argv else ["--steps", "20", "--quiet"])
+    if command == "analyze":
+        return argv + ["--quiet"] + SMALL_ANALYSIS
+    if command in ("report", "timeline"):
+        return argv + ["--quiet"]
+    if command == "sweep" and argv[1:2] != ["status"]:
+        return argv + (["--steps", "20"] if "--preset" in argv else []) + ["--quiet"]
+    return argv
+
+
+def run_cli(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse's usage errors
+        return int(exc.code)
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch) -> Path:
+    (tmp_path / "checkpoints").mkdir()
+    shutil.copytree(DEMO, tmp_path / "checkpoints" / "demo", ignore=shutil.ignore_patterns("cache"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_readme_lists_the_commands_it_shows():
+    commands = readme_commands()
+    assert len(commands) >= 15
+    assert {c.split()[1] for c in commands} >= {"train", "show", "ls", "analyze", "report", "timeline", "sweep",
+                                                "scaling"}
+
+
+def test_every_readme_command_runs_as_shown(scratch, capsys):
+    failures = []
+    for command in readme_commands():
+        argv = budget(command.split()[1:])
+        code = run_cli(argv)
+        out = capsys.readouterr()
+        if code != 0:
+            failures.append(f"{command}: exit {code}: {out.err.strip()[-300:]}")
+    assert not failures, "\n".join(failures)
+    assert (scratch / "report.html").is_file() and (scratch / "timeline.html").is_file()
+    assert (scratch / "scaling.html").is_file()
+
+
+def test_every_report_hint_runs_and_fills_its_section(scratch):
+    from interp.report import write_report
+    from interp.runs import Run
+
+    run = Run.open("checkpoints/demo")
+    text = write_report(run, scratch / "before.html").read_text()
+    hints = sorted(set(html.unescape(h) for h in re.findall(r"compute it with: (interp [^<]+?)</p>", text)))
+    pending = set(re.findall(r'class="pending" data-section="(\w+)"', text))
+    assert hints and pending >= {"hessian", "anisotropy", "escape", "llc"}
+    for hint in hints:
+        assert run_cli(budget(hint.split()[1:])) == 0, hint
+    after = write_report(run, scratch / "after.html").read_text()
+    assert not re.findall(r'class="pending"', after)
+    for key in pending:
+        assert f'id="fig-{key}"' in after, key
+
+
+@pytest.mark.parametrize("name", list(registry.REGISTRY))
+def test_every_analysis_runs_at_its_default_steps(name, scratch, capsys):
+    assert run_cli(["analyze", "checkpoints/demo", "--only", name, "--quiet", "--json"] + SMALL_ANALYSIS) == 0
+    import json
+
+    blob = json.loads(capsys.readouterr().out)
+    entry = registry.get(name)
+    for table in entry.table_names:
+        assert blob["tables"][table], f"{name} produced no {table} rows"
+    from interp.analysis.common import select_steps
+    from interp.runs import Run
+
+    expected = {s for s, _ in select_steps(Run.open("checkpoints/demo"), entry.steps)}
+    assert {row["step"] for row in blob["tables"][entry.table_names[0]]} == expected

@@ -1,0 +1,147 @@
+"""One table of analyses: the suite, the CLI's --only choices and options, the cache, the
+report's sections and the findings all come from the registry, so adding an analysis is one
+module plus one entry (here tests/dummy_analysis.py, with its own option, section and finding)."""
+
+import pytest
+
+from interp.analysis import registry
+from interp.analysis.cache import ResultCache
+from interp.analysis.findings import summary_rows
+from interp.analysis.suite import run_suite
+from interp.cli import build_parser, main
+from interp.errors import InterpError
+from interp.report import write_report
+from interp.runs import Run
+from interp.train import train
+from tests import dummy_analysis
+from tests.helpers import small_spec
+
+SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Run:
+    run = Run.create(tmp_path_factory.mktemp("registry") / "run", small_spec(**SNAPPING))
+    train(run, progress=False)
+    return run
+
+
+@pytest.fixture
+def dummy(monkeypatch):
+    monkeypatch.setitem(registry.REGISTRY, "dummy", dummy_analysis.ENTRY)
+    return dummy_analysis.ENTRY
+
+
+def _analyze_help() -> str:
+    return build_parser()._subparsers._group_actions[0].choices["analyze"].format_help()
+
+
+def test_every_analysis_module_has_the_entry_points_and_its_defaults():
+    import importlib
+
+    for entry in registry.REGISTRY.values():
+        if entry.extra:
+            continue  # optional extras are checked where they are tested
+        module = importlib.import_module(entry.module)
+        assert callable(module.at_step) and callable(module.across), entry.name
+        assert isinstance(module.DEFAULTS, dict), entry.name
+        for option in entry.options:  # every option sets a parameter the module has a default for
+            assert option.param in module.DEFAULTS, (entry.name, option.flag)
+        for section in entry.sections:  # every named figure function exists
+            assert callable(registry.figure_function(section.figure)), section.figure
+        for path in (entry.findings, entry.describe):
+            assert not path or callable(registry.figure_function(path)), path
+
+
+def test_needing_tau_is_read_from_the_steps():
+    assert [registry.steps_need_tau(s) for s in ("all", "transition", "pre,mid", "from:mid", "from:100", "0,25")] \
+        == [False, True, True, True, False, False]
+    assert {e.name for e in registry.REGISTRY.values() if e.needs_tau} == {"groups", "ablation", "patching",
+                                                                            "hessian", "llc"}
+
+
+def test_a_registered_analysis_runs_in_the_suite_and_is_cached(run, dummy):
+    result = run_suite(run, only="dummy", progress=False)
+    table = result.tables["dummy"]
+    assert sorted(table["step"]) == run.steps and (table["token"] == 4).all()
+    assert result.cache_misses == len(run.steps)
+    again = run_suite(run, only="dummy", progress=False)
+    assert again.cache_hits == len(run.steps) and again.cache_misses == 0
+    other = run_suite(run, only="dummy", options={"token": 5}, progress=False)  # parameters key the cache
+    assert other.cache_misses == len(run.steps) and (other.tables["dummy"]["token"] == 5).all()
+    assert "dummy" in registry.default_names()
+    assert ResultCache(run).load(dummy.cache_key({"token": 4}), run.steps[0]) is not None
+
+
+def test_its_option_is_in_the_cli_and_reaches_the_analysis(run, dummy, capsys):
+    text = _analyze_help()
+    assert "--token ID" in text and "the token whose logit is averaged [dummy]" in text
+    assert main(["analyze", str(run.path), "--only", "dummy", "--token", "7", "--quiet", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert {row["token"] for row in out["tables"]["dummy"]} == {7}
+    assert out["findings"]["dummy_token"] == 7  # its findings function ran
+    with pytest.raises(SystemExit) as exc:  # its own validation, as a one-line usage error
+        main(["analyze", str(run.path), "--only", "dummy", "--token", "99"])
+    assert exc.value.code == 2 and "a token id 0..63, got 99" in capsys.readouterr().err
+
+
+def test_its_finding_is_a_summary_line(run, dummy, capsys):
+    assert main(["analyze", str(run.path), "--only", "dummy", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "dummy logit" in line)
+    assert "token 4:" in line and "at the last step" in line
+    result = run_suite(run, only="dummy", progress=False)
+    assert ("dummy logit", line.split("dummy logit", 1)[1].strip()) in summary_rows(result.findings, result.tables)
+
+
+def test_its_section_is_in_the_report(run, dummy, tmp_path):
+    text = write_report(run, tmp_path / "report.html").read_text()
+    assert 'data-section="dummy"' in text and 'id="fig-dummy"' in text
+    assert "Dummy: mean logit" in text and "dummy mean logit" in text  # title and the figure's trace
+    assert "dummy logit" in text  # its summary row
+
+
+def test_unknown_analyses_are_refused():
+    with pytest.raises(InterpError, match="unknown analysis 'nope'; allowed: sensitivity"):
+        registry.get("nope")
+    with pytest.raises(InterpError, match="unknown analysis nope"):
+        registry.parse_only("sensitivity,nope")
+
+
+def test_streams_come_from_the_registry(monkeypatch):
+    from interp.seeding import derive_seed, streams
+
+    assert {"hessian", "llc"} <= set(streams())
+    with pytest.raises(ValueError, match="unknown random stream 'mine'"):
+        derive_seed(0, "mine")
+    monkeypatch.setitem(registry.REGISTRY, "mine", registry.Analysis("mine", "x", "y", stream="mine"))
+    assert derive_seed(0, "mine") != derive_seed(0, "hessian")
+
+
+def test_cached_results_are_found_under_other_parameters(run):
+    # the report shows a geometry analysis run with other parameters (e.g. --heads L0H3,L0H1)
+    import pandas as pd
+
+    store = ResultCache(run)
+    steps = run.steps[:2]
+    asked = {"analysis": "probe_any", "version": 1, "params": {"x": 0}}
+    more = {**asked, "params": {"x": 1}}
+    fewer = {**asked, "params": {"x": 2}}
+    for step in steps:
+        store.store(more, step, {"t": pd.DataFrame({"step": [step], "x": [1]})})
+    store.store(fewer, steps[0], {"t": pd.DataFrame({"step": [steps[0]], "x": [2]})})
+    found = store.cached_any(asked)["t"]
+    assert found["x"].tolist() == [1, 1] and found["step"].tolist() == steps  # the one with the most steps
+    assert store.cached_any({**asked, "version": 2}) == {}  # another version is never shown
+    store.store(asked, steps[0], {"t": pd.DataFrame({"step": [steps[0]], "x": [0]})})
+    assert store.cached_any(asked)["t"]["x"].tolist() == [0]  # its own parameters first
+
+
+def test_analyze_prints_the_geometry_it_computed(run, capsys):
+    last = run.steps[-1]
+    assert main(["analyze", str(run.path), "--only", "hessian", "--steps", str(last), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.strip().startswith(f"hessian step {last}"))
+    assert "lambda_min" in line and "anisotropy" in line

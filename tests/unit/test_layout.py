@@ -1,0 +1,238 @@
+"""The package's layout: files by concern, no import circles, light entry points.
+
+    cli -> report -> plots | sweeps -> analysis -> train | runs | metrics -> fastpath -> model | task
+
+Figures take results, never the reverse; the quick paths (`interp scaling`, `import
+interp.plots`) load neither torch nor TransformerLens; no module is over 500 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "interp"
+MAX_LINES = 500
+HEAVY = ("torch", "transformer_lens")
+
+
+# ---------------------------------------------------------------------------- the import graph
+def modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of interp/ (a package is its __init__)."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST):
+    """Every import statement, at module level or inside functions (lazy imports), but not those
+    under `if TYPE_CHECKING:` (they never run)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and _type_checking(node):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """module -> {imported interp module: line of the first such import}.
+
+    `import interp.x.y` and `from interp.x.y import name` are edges to interp.x.y;
+    `from interp.x import y` is an edge to interp.x.y when that is a module, else to interp.x
+    (a package's __init__). The parents Python initialises on the way (interp, interp.x) are
+    not edges: a package importing its own submodules is not a circle."""
+    mods = modules()
+
+    def known(name: str) -> str:
+        while name not in mods and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name
+
+    graph: dict[str, dict[str, int]] = {m: {} for m in mods}
+    for mod, path in mods.items():
+        is_package = path.name == "__init__.py"
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [known(a.name) for a in node.names if a.name.split(".")[0] == "interp"]
+            else:
+                if node.level:
+                    base = mod.split(".") if is_package else mod.split(".")[:-1]
+                    base = base[: len(base) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                if source.split(".")[0] != "interp":
+                    continue
+                for alias in node.names:
+                    full = f"{source}.{alias.name}"
+                    targets.append(full if full in mods else known(source))
+            for target in targets:
+                if target != mod:
+                    graph[mod].setdefault(target, node.lineno)
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One concrete cycle (first module repeated at the end) per strongly connected component."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                components.append(set(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    out = []
+    for comp in components:
+        start = min(comp)
+        paths = {start: [start]}
+        queue = [start]
+        while queue:  # shortest path from start back to start inside the component
+            v = queue.pop(0)
+            for w in sorted(graph[v]):
+                if w == start:
+                    queue = []
+                    out.append(paths[v] + [start])
+                    break
+                if w in comp and w not in paths:
+                    paths[w] = paths[v] + [w]
+                    queue.append(w)
+    return out
+
+
+def test_no_import_circles():
+    graph = import_graph()
+    found = cycles(graph)
+    described = ["\n    ".join(f"{a} -> {b}  ({modules()[a].relative_to(ROOT)}:{graph[a][b]})"
+                                for a, b in zip(cycle, cycle[1:])) for cycle in found]
+    assert not found, "import circles (lazy imports included):\n  " + "\n  ".join(described)
+
+
+def test_the_graph_sees_lazy_and_from_imports():
+    """The checker itself: a lazy import inside a function and `from pkg import module` are edges."""
+    graph = import_graph()
+    assert "interp.analysis.groups" in graph["interp.plots.run"]  # imported inside group_histograms
+    assert "interp.analysis.registry" in graph["interp.analysis.hessian"]  # from interp.analysis import registry
+    assert "interp.sweeps.fits" not in graph["interp.plots.sweep"]  # TYPE_CHECKING only
+    assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c", "a"]]
+
+
+def test_results_never_import_figures():
+    graph = import_graph()
+    for mod in ("interp.sweeps.scaling", "interp.sweeps.fits", "interp.sweeps.conditions", "interp.sweeps.family",
+                "interp.sweeps.bootstrap", "interp.timelines"):
+        assert not [t for t in graph[mod] if t.startswith("interp.plots")], mod
+    assert set(graph["interp.sweeps.paper"]) == set(), "interp.sweeps.paper is a leaf"
+    assert {t for t in graph["interp.plots.sweep"] if t.startswith("interp.sweeps")} == {"interp.sweeps.paper"}
+
+
+# ---------------------------------------------------------------------------- files by concern
+def test_no_module_is_over_500_lines():
+    long = {str(p.relative_to(ROOT)): n for p in modules().values()
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+@pytest.mark.parametrize("name", ["MEASURES", "HEAD_PARTS", "PAPER_DELTA", "PAPER_ASYMMETRY"])
+def test_shared_constants_are_defined_once(name):
+    where = []
+    for mod, path in modules().items():
+        for node in ast.parse(path.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                where.append(mod)
+    assert len(where) == 1, f"{name} is defined in {where}"
+
+
+def test_the_one_measures_tuple_is_shared():
+    from interp.sweeps import scaling, sweep
+    from interp.sweeps.fits import MEASURES
+
+    assert scaling.MEASURES is sweep.MEASURES is MEASURES
+
+
+# ---------------------------------------------------------------------------- light entry points
+def _loaded(code: str) -> list[str]:
+    """Run `code` in a fresh interpreter; the heavy modules (and interp.report) it loaded."""
+    probe = (f"{code}\nimport sys\n"
+             f"print(sorted(m for m in {(*HEAVY, 'plotly', 'interp.report')!r} if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return eval(result.stdout.strip().splitlines()[-1])
+
+
+def test_import_plots_never_loads_torch():
+    loaded = _loaded("import interp.plots")
+    assert not set(loaded) & set(HEAVY), loaded
+
+
+def test_the_fits_load_neither_torch_nor_plotly():
+    assert _loaded("import interp.sweeps.scaling") == []
+
+
+@pytest.fixture(scope="module")
+def scaling_sweep(tmp_path_factory) -> Path:
+    from interp.sweeps.sweep import SweepSpec
+    from tests.helpers import small_spec
+    from tests.synthetic_sweeps import write_sweep_folder
+
+    spec = SweepSpec(base=small_spec(steps=3000, n_bases=24), grid=(("task.k", (3, 4, 6)), ("seed", (0, 1))))
+    path = tmp_path_factory.mktemp("layout") / "scaling"
+    write_sweep_folder(path, spec, lambda s, rng: 3.0 * s.task.dataset_size ** 1.2)
+    return path
+
+
+def test_interp_scaling_never_loads_torch_nor_the_report(scaling_sweep):
+    code = f"""
+import contextlib, io
+from interp.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()):
+    assert main(["scaling", {str(scaling_sweep)!r}]) == 0
+    assert main(["scaling", {str(scaling_sweep)!r}, "--json"]) == 0
+assert "delta" in out.getvalue(), out.getvalue()
+"""
+    loaded = _loaded(code)
+    assert not set(loaded) & {*HEAVY, "interp.report"}, loaded
