@@ -66,7 +66,7 @@ def across(
     progress: bool = False,
     **params,
 ) -> pd.DataFrame:
-    """`at_step` at every requested step (default: every saved step), concatenated."""
+    """`at_step` at every requested step (default: the registry entry's steps), concatenated."""
     return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "groups", progress)
 
 

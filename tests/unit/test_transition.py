@@ -78,3 +78,13 @@ def test_bad_series_are_refused():
         onset([0, 10, 10], [0, 1, 1], threshold=0.5)
     with pytest.raises(ValueError, match="one length"):
         onset([0, 10], [0, 1, 1], threshold=0.5)
+
+
+def test_transition_steps_beyond_the_run_are_named(demo_run):
+    # the demo's tau is 900 and its last step 1275: 1.5 tau and 2 tau lie beyond it
+    from interp.analysis.common import select_steps
+
+    notes: list[str] = []
+    steps = [s for s, _ in select_steps(demo_run, "transition", notes=notes)]
+    assert steps[0] == 225 and max(steps) <= 1275
+    assert notes == ["transition steps at 1.5 τ, 2 τ (τ = 900) lie beyond the run (last step 1275)"]
