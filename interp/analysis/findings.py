@@ -72,7 +72,7 @@ def findings(run: Run, tables: dict[str, pd.DataFrame], t: int | None) -> dict:
     for entry in registry.REGISTRY.values():
         present = [tables.get(name) for name in entry.table_names]
         if entry.findings and any(df is not None and not df.empty for df in present):
-            out.update(registry.figure_function(entry.findings)(run, tables, t, out))
+            out.update(registry.resolve(entry.findings)(run, tables, t, out))
     return out
 
 
@@ -81,7 +81,7 @@ def summary_rows(found: dict, tables: dict[str, pd.DataFrame] | None = None) -> 
     rows: Rows = []
     for entry in registry.REGISTRY.values():
         if entry.describe:
-            rows.extend(registry.figure_function(entry.describe)(found, tables or {}))
+            rows.extend(registry.resolve(entry.describe)(found, tables or {}))
     return rows
 
 

@@ -148,7 +148,6 @@ class Analysis:
     stream: str | None = None  # its own random stream in interp.seeding, if it draws one
     findings: str = ""  # "module:function" (run, tables, tau, found) -> its headline numbers
     describe: str = ""  # "module:function" (findings, tables) -> its rows of the human summary
-    needs_routing_head: bool = False  # a parameter head="routing" means the routing head of the run
     shares_model: bool = True  # may take the suite's loaded checkpoint (False: it changes the weights)
     extra: str = ""  # pip extra the module needs, named in the error when it is missing
 
@@ -263,8 +262,8 @@ def describe_all() -> str:
     return "; ".join(f"{e.name}{'' if e.default else ' (only when asked)'}: {e.summary}" for e in REGISTRY.values())
 
 
-def figure_function(path: str) -> Callable:
-    """The function named by "module:function"."""
+def resolve(path: str) -> Callable:
+    """The function named by "module:function" (report figures, findings, summary rows)."""
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -347,7 +346,7 @@ register(Analysis(
     "usage", "interp.analysis.usage",
     "when the routing head's z is used: its resample-ablation cost and patching recovery, every checkpoint",
     findings=_F + "usage_findings", describe=_F + "usage_rows",
-    needs_routing_head=True, options=(N_EXAMPLES, N_PAIRS),
+    options=(N_EXAMPLES, N_PAIRS),
     sections=(
         ReportSection("usage", "When the routing head's z is used",
                       "At every checkpoint: the candidate-loss cost of resample-ablating the routing head (its hook_z "

@@ -90,7 +90,7 @@ def run_suite(
         result.labels[entry.name] = {s: lab for s, lab in plans[entry.name] if lab}
     for entry in entries:
         params = entry.params(options)
-        if entry.needs_routing_head and params.get("head") == "routing":
+        if params.get("head") == "routing":  # the run's routing head, read from the sensitivity analysis
             params["head"] = routing_head_of(run, store, device)
         result.params[entry.name] = params
 

@@ -123,9 +123,9 @@ def analyses(run: Run, cache: bool = True, device: str = "cpu", progress: bool =
 def sections(c: Context) -> list[Section]:
     """The report's own sections, then each analysis's (a generic table figure for one that
     names none), each drawn or replaced by the reason it could not be."""
-    specs = [(s, registry.figure_function(s.figure)) for s in RUN_SECTIONS]
+    specs = [(s, registry.resolve(s.figure)) for s in RUN_SECTIONS]
     for entry in registry.REGISTRY.values():
-        specs.extend((s, registry.figure_function(s.figure)) for s in entry.sections)
+        specs.extend((s, registry.resolve(s.figure)) for s in entry.sections)
         if not entry.sections and entry.default:
             specs.append(_generic(entry))
     out = []

@@ -48,9 +48,9 @@ def test_every_analysis_module_has_the_entry_points_and_its_defaults():
         for option in entry.options:  # every option sets a parameter the module has a default for
             assert option.param in module.DEFAULTS, (entry.name, option.flag)
         for section in entry.sections:  # every named figure function exists
-            assert callable(registry.figure_function(section.figure)), section.figure
+            assert callable(registry.resolve(section.figure)), section.figure
         for path in (entry.findings, entry.describe):
-            assert not path or callable(registry.figure_function(path)), path
+            assert not path or callable(registry.resolve(path)), path
 
 
 def test_needing_tau_is_read_from_the_steps():
