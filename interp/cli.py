@@ -13,7 +13,7 @@ from pathlib import Path
 
 from interp.errors import InterpError
 
-DEFAULT_PRESET = "tiny"
+from interp.presets import DEFAULT_PRESET
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,15 +59,6 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 # ---------------------------------------------------------------------------- train
-def _positive_int(text: str) -> int:
-    from interp.analysis.registry import positive_int
-
-    try:
-        return positive_int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).replace("invalid literal for int() with base 10", "invalid int value"))
-
-
 def cmd_train(args: argparse.Namespace) -> int:
     from interp.devices import check_device, check_fits
     from interp.runs import Run, check_new_folder
@@ -279,98 +270,6 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------- sweep
-def _add_sweep_value_flags(parser: argparse.ArgumentParser) -> None:
-    """One --flag per spec field, taking one value (the base) or a comma list (a grid axis)."""
-    from interp.spec import SECTIONS
-
-    parser.add_argument("--seed", dest="seed", metavar="S[,S...]", help="seed(s): a list is a grid axis")
-    for section, cls in SECTIONS.items():
-        group = parser.add_argument_group(f"{section} fields: one value sets the base, a comma list is an axis")
-        for f in dataclasses.fields(cls):
-            group.add_argument("--" + f.name.replace("_", "-"), dest=f"{section}.{f.name}", metavar="V[,V...]")
-
-
-def _sweep_spec(args: argparse.Namespace):
-    """The SweepSpec of the command line: a run or sweep preset, flags and --grid / --point axes."""
-    from interp.sweeps.presets import sweep_spec
-
-    fields = {d: getattr(args, d) for d in _dotted() if getattr(args, d, None) is not None}
-    return sweep_spec(args.preset or DEFAULT_PRESET, fields, args.grid, args.point, args.fixed_d)
-
-
-def cmd_sweep(args: argparse.Namespace) -> int:
-    from interp.sweeps.sweep import Sweep, train_sweep
-
-    target = list(args.target)
-    if target[:1] == ["status"]:
-        if len(target) != 2:
-            raise InterpError("usage: interp sweep status SWEEP_FOLDER")
-        sweep = Sweep.open(target[1])
-        if args.json:
-            print(sweep.table().to_json(orient="records"))
-        else:
-            for line in sweep.status_lines():
-                print(line)
-        return 0
-    if len(target) > 1:
-        raise InterpError(f"interp sweep takes one sweep folder, got {' '.join(target)}")
-    from interp.devices import check_device
-
-    device = check_device(args.device)
-    folder = target[0] if target else args.out
-    if folder is None:
-        raise InterpError("give the sweep folder: interp sweep SWEEP_FOLDER, or --out SWEEP_FOLDER to create one")
-    if target and args.out and Path(args.out) != Path(target[0]):
-        raise InterpError("give the sweep folder once (either as the argument or as --out)")
-    defines = args.preset is not None or args.grid or args.point or args.fixed_d is not None or any(
-        getattr(args, d, None) is not None for d in _dotted())
-    if defines or not Sweep.is_sweep(folder):
-        sweep = Sweep.create(folder, _sweep_spec(args))
-    else:
-        sweep = Sweep.open(folder)
-    n = len(sweep.points())
-    print(f"sweep {sweep.path}: {n} runs ({args.backend}"
-          + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
-    outcome = train_sweep(sweep, backend=args.backend, workers=args.workers, threads=args.threads_per_run,
-                          device=device, address=args.address, cpus_per_run=args.cpus_per_run,
-                          gpus_per_run=args.gpus_per_run, progress=not args.quiet)
-    counts = sweep.counts()
-    print(f"{counts['done']} of {n} runs done, {counts['failed']} failed "
-          f"(interp sweep status {sweep.path})", file=sys.stderr)
-    return 1 if outcome.failed or counts["failed"] else 0
-
-
-def _dotted() -> list[str]:
-    from interp.spec import dotted_names
-
-    return dotted_names()
-
-
-# ---------------------------------------------------------------------------- scaling
-def cmd_scaling(args: argparse.Namespace) -> int:
-    from interp.sweeps.family import sweep_fits
-    from interp.sweeps.sweep import Sweep
-
-    sweep = Sweep.open(args.sweep)
-    table = sweep.table()
-    fits = sweep_fits(table, y=args.y)
-    if args.json:
-        print(json.dumps({"results": {k: v.to_dict() for k, v in fits.results.items()},
-                          "not_applicable": fits.problems, "warnings": fits.warnings}, indent=2))
-        return 0
-    counts = table["status"].value_counts().to_dict()
-    print(f"{sweep.path}: {len(table)} runs ({counts.get('done', 0)} done, "
-          f"{int(table['censored'].fillna(False).sum())} censored, {counts.get('failed', 0)} failed)")
-    for name, result in fits.results.items():
-        print(f"  {name:<10} {result.summary()}")
-    for name, why in fits.problems.items():
-        print(f"  {name:<10} n/a: {why}")
-    for line in fits.warnings:
-        print(f"interp: warning: {line}", file=sys.stderr)
-    return 0
-
-
 # ---------------------------------------------------------------------------- main
 def _typed(option):
     """An analysis option's parser as an argparse type (its errors become argparse's one line)."""
@@ -443,37 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="for a sweep: also write each done run's report beside it, linked from the table")
         p.set_defaults(func=cmd_report if name == "report" else cmd_timeline)
 
-    from interp.sweeps.executors import BACKENDS
+    from interp.cli_sweep import add_parsers
 
-    p = sub.add_parser("sweep", help="create, extend, train or show a sweep (a family of runs)",
-                       description="interp sweep --preset tiny --grid task.k=5,10,20 --seed 0,1 --out sweeps/k; "
-                                   "interp sweep sweeps/k (again: skips finished runs, resumes interrupted ones); "
-                                   "interp sweep status sweeps/k. Exit status 1 when a run failed.")
-    p.add_argument("target", nargs="*", help="SWEEP_FOLDER, or: status SWEEP_FOLDER")
-    p.add_argument("--preset", help=f"a run preset (the base) or a sweep preset (default: {DEFAULT_PRESET})")
-    p.add_argument("--out", help="sweep folder to create or extend")
-    p.add_argument("--grid", action="append", metavar="FIELD=V1,V2", help="a grid axis by dotted field "
-                   "(task.k, task.n_bases, train.lr, train.batch_size, seed, task.direction, model.n_layers, ...)")
-    p.add_argument("--point", action="append", metavar="FIELD=V,FIELD=V", help="an explicit point (repeatable)")
-    p.add_argument("--fixed-d", type=_positive_int, help="fixed dataset size D: n_bases = D / K for each K")
-    p.add_argument("--backend", default="local", choices=list(BACKENDS), help="where runs train (default: local)")
-    p.add_argument("--workers", type=_positive_int, default=1, help="local processes (default: 1)")
-    p.add_argument("--threads-per-run", type=_positive_int,
-                   help="torch threads of each run (default: cores / workers; weights depend on it on the CPU)")
-    p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
-    p.add_argument("--cpus-per-run", type=float, default=1, help="Ray: CPUs per run (default: 1)")
-    p.add_argument("--gpus-per-run", type=float, default=0, help="Ray: GPUs per run (default: 0)")
-    p.add_argument("--device", default="cpu", help="torch device of every run (default: cpu)")
-    p.add_argument("--json", action="store_true", help="status: the table as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_sweep_value_flags(p)
-    p.set_defaults(func=cmd_sweep)
-
-    p = sub.add_parser("scaling", help="the family-level fits of a sweep: scaling law, fixed D, noise, asymmetry")
-    p.add_argument("sweep", help="sweep folder")
-    p.add_argument("--y", default="tau_half", choices=["tau_half", "tau_window"], help="the plateau measure")
-    p.add_argument("--json", action="store_true", help="every fit as JSON")
-    p.set_defaults(func=cmd_scaling)
+    add_parsers(sub)
 
     p = sub.add_parser("ls", help="one line per run or sweep in a folder")
     p.add_argument("folder", nargs="?", default="checkpoints")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from interp.errors import InterpError
 from interp.spec import ModelSpec, RunSpec, TaskSpec, TrainSpec
 
+DEFAULT_PRESET = "tiny"  # what `interp train` and `interp sweep` use without --preset
+
 PRESETS: dict[str, RunSpec] = {
     # the paper's run (docs/definitions.md, "Model and training"): K = 10, D = 10,000, 4 layers x 4 heads.
     "paper": RunSpec(
