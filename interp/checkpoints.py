@@ -4,7 +4,9 @@ Files are byte-for-byte reproducible: the header is written with sorted keys and
 (safetensors' own writer orders metadata keys differently from one call to the next), so
 identical weights give identical files and identical hashes. The resume state carries a
 SHA-256 of its own header and data in its metadata, so a damaged file is refused instead of
-resuming silently from wrong weights; checkpoints are checked against the manifest's hash.
+resuming silently from wrong weights, and the identity of its run (spec hash, seed, step and the
+SHA-256 of the checkpoint at that step), so another run's state is refused too (the run checks
+it: `interp.runs.Run.load_resume`); checkpoints are checked against the manifest's hash.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from interp.errors import InterpError
 from interp.files import sha256_bytes
 
 SELF_HASH_KEY = "content_sha256"
+IDENTITY_KEY = "run_identity"
+IDENTITY_FIELDS = ("spec_sha256", "seed", "step", "checkpoint_sha256")
 
 
 def _canonical(header: dict) -> bytes:
@@ -102,11 +106,15 @@ class ResumeState:
     optimizer: dict
     generators: dict[str, Tensor]
     extra: dict
+    identity: dict | None = None  # IDENTITY_FIELDS of the run it belongs to; None: written by an older interp
 
 
 def resume_bytes(step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
-                 generators: dict[str, torch.Generator], extra: dict) -> bytes:
-    """Everything needed to continue bit-exactly from `step` (float32 parameters, AdamW, RNG)."""
+                 generators: dict[str, torch.Generator], extra: dict, identity: dict) -> bytes:
+    """Everything needed to continue bit-exactly from `step` (float32 parameters, AdamW, RNG),
+    with `identity` (IDENTITY_FIELDS: which run and checkpoint it continues) in the hashed metadata."""
+    if set(identity) != set(IDENTITY_FIELDS) or identity["step"] != step:
+        raise ValueError(f"a resume identity needs exactly {IDENTITY_FIELDS} for step {step}, got {identity}")
     tensors = {f"param.{n}": p.detach().cpu().contiguous() for n, p in model.named_parameters()}
     opt = optimizer.state_dict()
     for idx, state in opt["state"].items():
@@ -115,7 +123,7 @@ def resume_bytes(step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
     for name, gen in generators.items():
         tensors[f"rng.{name}"] = gen.get_state()
     meta = {"step": str(step), "param_groups": json.dumps(opt["param_groups"], sort_keys=True),
-            "extra": json.dumps(extra, sort_keys=True)}
+            "extra": json.dumps(extra, sort_keys=True), IDENTITY_KEY: json.dumps(identity, sort_keys=True)}
     return serialize(tensors, meta, self_hash=True)
 
 
@@ -133,7 +141,10 @@ def read_resume(path: Path) -> ResumeState:
             opt_state.setdefault(int(idx), {})[field] = value
     try:
         optimizer = {"state": opt_state, "param_groups": json.loads(meta["param_groups"])}
-        return ResumeState(int(meta["step"]), params, optimizer, generators, json.loads(meta["extra"]))
+        identity = json.loads(meta[IDENTITY_KEY]) if IDENTITY_KEY in meta else None
+        if identity is not None and not isinstance(identity, dict):
+            raise ValueError(f"{IDENTITY_KEY} is not a JSON object")
+        return ResumeState(int(meta["step"]), params, optimizer, generators, json.loads(meta["extra"]), identity)
     except (KeyError, ValueError) as exc:
         raise InterpError(f"{path} lacks part of the resume state ({exc})") from None
 

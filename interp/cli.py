@@ -1,23 +1,37 @@
 """The `interp` command. Thin: it parses, calls the library and prints.
 
-Bad input exits with status 2 and one line on stderr; never a traceback.
+Bad input exits with status 2 and one line on stderr; never a traceback. Ctrl-C exits with
+status 130 and one line; a run folder this command made is removed unless it holds a checkpoint.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
 import sys
-from pathlib import Path
 
-from interp.errors import InterpError
+try:  # Ctrl-C while the command starts up is one line too
+    import argparse
+    import dataclasses
+    import json
+    import re
+    from pathlib import Path
 
-from interp.presets import DEFAULT_PRESET
+    from interp.errors import InterpError
+    from interp.presets import DEFAULT_PRESET
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    exec("pass")  # noqa: S102 - see _forget_keyboard_interrupt
+    sys.exit(130)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and still exit status 2)."""
+    """argparse, but a usage error is one line (and still exit status 2), and any negative
+    number (`--lr -1e-3`, not only `-1` and `-0.5`) is read as a value, so that its validation
+    says what is allowed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|inf|infinity|nan)$",
+                                                   re.IGNORECASE)
 
     def error(self, message: str):  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -82,8 +96,23 @@ def cmd_train(args: argparse.Namespace) -> int:
     device = check_device(args.device)
     check_fits(spec, device)
     created = not out.exists()
-    run = Run.create(out, spec)
-    return _train(run, device, args, created=created)
+    run = None
+    try:
+        run = Run.create(out, spec)  # removes what it made itself if it fails or is interrupted
+        return _train(run, device, args, fresh=created)
+    except BaseException:  # Ctrl-C or an error before the first checkpoint leaves no folder behind
+        if created and run is not None and _unstarted(run):
+            from interp.train import remove_unstarted
+
+            remove_unstarted(run)
+        raise
+
+
+def _unstarted(run) -> bool:
+    try:
+        return not run.steps
+    except InterpError:
+        return False
 
 
 def _resume(out: Path, overrides: dict, args: argparse.Namespace) -> int:
@@ -92,23 +121,21 @@ def _resume(out: Path, overrides: dict, args: argparse.Namespace) -> int:
 
     device = check_device(args.device)
     run, state = prepare_resume(out, overrides, device)
-    return _train(run, device, args, created=False, resume=state)
+    return _train(run, device, args, resume=state)
 
 
-def _train(run, device: str, args: argparse.Namespace, created: bool, resume=None) -> int:
+def _train(run, device: str, args: argparse.Namespace, fresh: bool = False, resume=None) -> int:
     from interp.summary import as_text, run_rows, run_summary
-    from interp.train import remove_unstarted, train
+    from interp.train import train
 
     print(f"training {run!r} on {device}", file=sys.stderr)
     try:
         result = train(run, device=device, progress=not args.quiet, resume=resume)
     except KeyboardInterrupt:
+        if fresh and _unstarted(run):
+            raise  # cmd_train removes the folder, main() says "interrupted"
         print(f"\ninterrupted; continue with: interp train --resume --out {run.path}", file=sys.stderr)
         return 130
-    except BaseException:
-        if created and not run.steps:
-            remove_unstarted(run)
-        raise
     note = " (stopped after the snap)" if result.stopped_early else ""
     print(f"trained to step {result.last_step} in {result.seconds:.1f} s{note}", file=sys.stderr)
     print(as_text(run_rows(run_summary(run))))
@@ -129,6 +156,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    if args.folder.strip() == "":
+        raise InterpError("the folder to list must be a non-empty path (default: checkpoints)")
     from interp.formatting import fmt
     from interp.runs import Run
     from interp.summary import run_summary
@@ -167,7 +196,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return 0
     for row in sweep_rows:
         print(f"{Path(row['path']).name:<24} sweep: {row['runs']} runs ({row['done']} done, {row['running']} running, "
-              f"{row['failed']} failed), axes {', '.join(row['axes'])}")
+              f"{row['failed']} failed" + (f", {row['damaged']} damaged" if row.get("damaged") else "")
+              + f"), axes {', '.join(row['axes'])}")
     if not summaries and not broken:
         return 0
     header = f"{'run':<24} {'direction':<9} {'K':>3} {'D':>7} {'seed':>4} {'ckpts':>5} {'last':>7} " \
@@ -237,9 +267,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         import time
 
         start = time.perf_counter()
-        path = write_sweep_report(Sweep.open(args.run), Path(args.output), runs=args.runs, progress=not args.quiet)
+        from interp.cli_sweep import report_damaged
+
+        sweep = Sweep.open(args.run)
+        table = sweep.table()
+        path = write_sweep_report(sweep, Path(args.output), runs=args.runs, progress=not args.quiet, table=table)
         print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
-        return 0
+        return report_damaged(table)  # 1 when some run is damaged (a row of the report, left out of the fits)
     Run.open(args.run)
     if args.retrain:
         from interp.train import retrain
@@ -354,10 +388,48 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """The command; `argv` None: the process's own arguments."""
+    previous = sys.unraisablehook
+    sys.unraisablehook = _redeliver_ctrl_c(previous)
     try:
+        status = _main(argv)
+    finally:
+        sys.unraisablehook = previous
+    if status == 130:
+        _forget_keyboard_interrupt()
+    return status
+
+
+def _redeliver_ctrl_c(previous):
+    """An unraisable hook: a Ctrl-C that lands in a finalizer (a `__del__`) is swallowed by Python
+    with a traceback; deliver it again instead, to the command, which then stops as it should."""
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return previous(unraisable)
+        import _thread
+        import threading
+
+        later = threading.Timer(0.01, _thread.interrupt_main)  # from the hook itself it would land in the hook
+        later.daemon = True
+        later.start()
+
+    return hook
+
+
+def _forget_keyboard_interrupt() -> None:
+    """CPython remembers a KeyboardInterrupt raised inside exec'd source (dataclasses builds its
+    methods so, at import) even when it was caught, and then ends `python -m interp.cli` by
+    killing itself with SIGINT (status -2, not 130). Running exec'd source again clears that."""
+    exec("pass")  # noqa: S102 - a constant: only its side effect on the interpreter is wanted
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C anywhere (importing torch, building the task, ...): one line
+        print("interrupted", file=sys.stderr)
+        return 130
     except InterpError as exc:
         print(f"interp: error: {exc}", file=sys.stderr)
         return 2

@@ -22,6 +22,35 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc).replace("invalid literal for int() with base 10", "invalid int value"))
 
 
+def _per_run(what: str, least: str):
+    """An argparse type: a finite number > 0 (`least` "> 0") or >= 0, named in the error."""
+    import math
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or (least == "> 0" and value == 0):
+            raise argparse.ArgumentTypeError(f"{what} per run must be a finite number {least}, got {text!r}")
+        return value
+
+    parse.__name__ = f"{what} per run"
+    return parse
+
+
+def report_damaged(table, name_them: bool = True) -> int:
+    """Say on stderr how many runs of a sweep table are damaged (and, with `name_them`, which
+    and why): the exit status, 1 when some are, else 0."""
+    damaged = table[table["status"] == "damaged"]
+    for name, error in zip(damaged["run"], damaged["error"]) if name_them else ():
+        print(f"interp: damaged run: {name}: {error}", file=sys.stderr)
+    if len(damaged):
+        print(f"interp: {len(damaged)} of {len(table)} run(s) damaged, left out; the others are unaffected",
+              file=sys.stderr)
+    return 1 if len(damaged) else 0
+
+
 # ---------------------------------------------------------------------------- sweep
 def _add_sweep_value_flags(parser: argparse.ArgumentParser) -> None:
     """One --flag per spec field, taking one value (the base) or a comma list (a grid axis)."""
@@ -46,28 +75,38 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from interp.sweeps.sweep import Sweep, train_sweep
 
     target = list(args.target)
+    defines = args.preset is not None or args.grid or args.point or args.fixed_d is not None or any(
+        getattr(args, d, None) is not None for d in _dotted())
     if target[:1] == ["status"]:
-        if len(target) != 2:
-            raise InterpError("usage: interp sweep status SWEEP_FOLDER")
+        if len(target) != 2 or defines or args.out:
+            raise InterpError("usage: interp sweep status SWEEP_FOLDER [--json] (a sweep's spec is changed by "
+                              "interp sweep --out SWEEP_FOLDER ...)")
         sweep = Sweep.open(target[1])
+        table = sweep.table()
         if args.json:
-            print(sweep.table().to_json(orient="records"))
+            print(table.to_json(orient="records"))
         else:
-            for line in sweep.status_lines():
+            for line in sweep.status_lines(table):
                 print(line)
-        return 0
+        return report_damaged(table, name_them=args.json)
     if len(target) > 1:
         raise InterpError(f"interp sweep takes one sweep folder, got {' '.join(target)}")
     from interp.devices import check_device
+    from interp.sweeps.executors import check_options
 
+    # every check of the command line comes before Sweep.create writes anything
+    check_options(args.backend, args.workers, args.threads_per_run, args.cpus_per_run, args.gpus_per_run)
+    if args.backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise InterpError("the ray backend needs Ray, an optional extra: pip install -e '.[ray]'")
     device = check_device(args.device)
     folder = target[0] if target else args.out
     if folder is None:
         raise InterpError("give the sweep folder: interp sweep SWEEP_FOLDER, or --out SWEEP_FOLDER to create one")
     if target and args.out and Path(args.out) != Path(target[0]):
         raise InterpError("give the sweep folder once (either as the argument or as --out)")
-    defines = args.preset is not None or args.grid or args.point or args.fixed_d is not None or any(
-        getattr(args, d, None) is not None for d in _dotted())
     if defines or not Sweep.is_sweep(folder):
         sweep = Sweep.create(folder, _sweep_spec(args))
     else:
@@ -78,10 +117,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     outcome = train_sweep(sweep, backend=args.backend, workers=args.workers, threads=args.threads_per_run,
                           device=device, address=args.address, cpus_per_run=args.cpus_per_run,
                           gpus_per_run=args.gpus_per_run, progress=not args.quiet)
-    counts = sweep.counts()
-    print(f"{counts['done']} of {n} runs done, {counts['failed']} failed "
-          f"(interp sweep status {sweep.path})", file=sys.stderr)
-    return 1 if outcome.failed or counts["failed"] else 0
+    final = sweep.final_states(outcome)
+    states = [state for state, _ in final.values()]
+    done, failed, damaged, running = (states.count(s) for s in ("done", "failed", "damaged", "running"))
+    unfinished = n - done - failed - damaged - running
+    parts = [f"{done} of {n} runs done", f"{failed} failed"]
+    parts += [f"{count} {what}" for count, what in ((damaged, "damaged (skipped)"),
+                                                     (running, "being trained by another process"),
+                                                     (unfinished, "not finished")) if count]
+    print(f"{', '.join(parts)} (interp sweep status {sweep.path})", file=sys.stderr)
+    if running:
+        names = [name for name, (state, _) in final.items() if state == "running"]
+        print(f"interp: {running} run(s) are being trained by another process ({', '.join(names)}); "
+              f"they are its to finish: see interp sweep status {sweep.path}", file=sys.stderr)
+    return 1 if failed or damaged or unfinished else 0
 
 
 def _dotted() -> list[str]:
@@ -99,19 +148,23 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     table = sweep.table()
     fits = sweep_fits(table, y=args.y)
     if args.json:
+        damaged = table[table["status"] == "damaged"]
         print(json.dumps({"results": {k: v.to_dict() for k, v in fits.results.items()},
-                          "not_applicable": fits.problems, "warnings": fits.warnings}, indent=2))
-        return 0
+                          "not_applicable": fits.problems, "warnings": fits.warnings,
+                          "damaged": dict(zip(damaged["run"], damaged["error"]))}, indent=2))
+        return report_damaged(table)
     counts = table["status"].value_counts().to_dict()
     print(f"{sweep.path}: {len(table)} runs ({counts.get('done', 0)} done, "
-          f"{int(table['censored'].fillna(False).sum())} censored, {counts.get('failed', 0)} failed)")
+          f"{int(table['censored'].fillna(False).sum())} censored, {counts.get('failed', 0)} failed"
+          + (f", {counts['damaged']} damaged" if counts.get("damaged") else "") + ")")
     for name, result in fits.results.items():
         print(f"  {name:<10} {result.summary()}")
     for name, why in fits.problems.items():
         print(f"  {name:<10} n/a: {why}")
-    for line in fits.warnings:
+    for line in fits.warnings:  # the damaged runs among them
         print(f"interp: warning: {line}", file=sys.stderr)
-    return 0
+    return report_damaged(table, name_them=False)
+
 
 def add_parsers(sub) -> None:
     """The `sweep` and `scaling` subcommands."""
@@ -120,7 +173,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("sweep", help="create, extend, train or show a sweep (a family of runs)",
                        description="interp sweep --preset tiny --grid task.k=5,10,20 --seed 0,1 --out sweeps/k; "
                                    "interp sweep sweeps/k (again: skips finished runs, resumes interrupted ones); "
-                                   "interp sweep status sweeps/k. Exit status 1 when a run failed.")
+                                   "interp sweep status sweeps/k. Exit status 1 when a run failed or is damaged (it is "
+                                   "skipped, the others go on); runs another process is training are skipped "
+                                   "(exit 0).")
     p.add_argument("target", nargs="*", help="SWEEP_FOLDER, or: status SWEEP_FOLDER")
     p.add_argument("--preset", help=f"a run preset (the base) or a sweep preset (default: {DEFAULT_PRESET})")
     p.add_argument("--out", help="sweep folder to create or extend")
@@ -133,8 +188,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--threads-per-run", type=_positive_int,
                    help="torch threads of each run (default: cores / workers; weights depend on it on the CPU)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
-    p.add_argument("--cpus-per-run", type=float, default=1, help="Ray: CPUs per run (default: 1)")
-    p.add_argument("--gpus-per-run", type=float, default=0, help="Ray: GPUs per run (default: 0)")
+    p.add_argument("--cpus-per-run", type=_per_run("cpus", "> 0"), default=1.0, help="Ray: CPUs per run (default: 1)")
+    p.add_argument("--gpus-per-run", type=_per_run("gpus", ">= 0"), default=0.0,
+                   help="Ray: GPUs per run, a fraction shares one (default: 0)")
     p.add_argument("--device", default="cpu", help="torch device of every run (default: cpu)")
     p.add_argument("--json", action="store_true", help="status: the table as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
+import re
+import socket
 import tempfile
+import time
 from pathlib import Path
 
 from interp.errors import InterpError
@@ -36,6 +41,20 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def remove_temporaries(folder: Path, names: str) -> None:
+    """Remove the temporaries of `atomic_write_bytes` (".NAME.XXXXXXXX.tmp", mkstemp's random
+    letters, digits and underscores) in `folder` whose NAME matches the regex `names` whole: left by
+    a writer killed mid-write. Only the one writer of the folder may call it (a live writer's
+    temporary would be removed)."""
+    pattern = re.compile(rf"\.(?:{names})\.[a-z0-9_]+\.tmp")
+    try:
+        stale = [p for p in Path(folder).iterdir() if pattern.fullmatch(p.name) and p.is_file()]
+    except FileNotFoundError:
+        return
+    for path in stale:
+        path.unlink(missing_ok=True)
 
 
 def atomic_write_json(path: Path, obj) -> None:
@@ -83,3 +102,73 @@ def check_output_file(path: str | Path, what: str = "output file") -> Path:
     if path.exists() and not os.access(path, os.W_OK):
         raise InterpError(f"cannot write {path}: permission denied")
     return path
+
+
+class WriterLock:
+    """An exclusive OS file lock on `path` (a run's `.lock`), held by the one process that writes the run.
+
+    The operating system releases it when the process dies, so a killed writer leaves no
+    stale lock and a resume can start at once. The holder's pid and host are written into
+    the file so that a refused writer can name it.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, retries: int = 5) -> None:
+        if self._fd is not None:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~current_umask())
+        for attempt in range(retries + 1):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or attempt == retries:
+                    holder = self.holder() or "unknown pid"
+                    os.close(fd)
+                    raise InterpError(
+                        f"{self.path.parent} is being written by another process ({holder}); "
+                        f"only one writer at a time: wait for it to finish or stop it"
+                    ) from None
+                time.sleep(0.1)  # a reader probing the lock holds it for microseconds
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def holder(self) -> str:
+        try:
+            return self.path.read_text().strip()
+        except OSError:
+            return ""
+
+    def is_locked(self) -> bool:
+        """Whether some process holds the lock now (a non-blocking probe; never waits)."""
+        if self._fd is not None:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the probe's shared lock
+        return False

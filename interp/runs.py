@@ -2,7 +2,7 @@
 
 Layout of a run folder:
 
-    run.json             spec (task, model, train, seed), task hash, package versions
+    run.json             spec (task, model, train, seed), its hash, task hash, package versions
     metrics.jsonl        one JSON object per evaluated step (append-only)
     manifest.json        saved steps -> checkpoint file, SHA-256 and size
     checkpoints/         step_0001200.safetensors: model parameters only
@@ -11,7 +11,9 @@ Layout of a run folder:
     .lock                held (an OS file lock) by the one process writing the run
     cache/               analysis results (written by callers of the analyses, never by them)
 
-Every file is written atomically (temporary file + rename). Checkpoints are safetensors and
+Every file is written atomically (temporary file + rename; the writer removes temporaries a
+killed writer left). run.json carries the hash of its spec, so a hand-edited spec is refused;
+the resume state records the run it belongs to (spec hash, seed, step, checkpoint hash). Checkpoints are safetensors and
 their hashes are checked on load; nothing is ever unpickled. Reading a run never takes the
 lock and never imports torch until a checkpoint is loaded (`interp ls` and `interp show`
 stay instant); the tensor files themselves are handled by `interp.checkpoints`.
@@ -21,20 +23,17 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import errno
-import fcntl
 import json
 import math
-import os
 import platform
-import socket
-import time
+import re
 from importlib import metadata
 from pathlib import Path
 
 from interp.errors import InterpError
-from interp.files import append_line, atomic_write_bytes, atomic_write_json, check_writable_parent, current_umask, sha256_bytes
-from interp.spec import VOCAB_SIZE, RunSpec
+from interp.files import (WriterLock, append_line, atomic_write_bytes, atomic_write_json, check_writable_parent,
+                          remove_temporaries, sha256_bytes)
+from interp.spec import VOCAB_SIZE, RunSpec, spec_sha256
 
 FORMAT = 1
 RUN_FILE = "run.json"
@@ -75,74 +74,11 @@ def _read_json(path: Path, what: str):
         raise InterpError(f"{path} is not valid JSON: {exc}") from None
 
 
-class RunLock:
-    """An exclusive OS file lock on `RUN/.lock`, held by the one process that writes the run.
-
-    The operating system releases it when the process dies, so a killed writer leaves no
-    stale lock and a resume can start at once. The holder's pid and host are written into
-    the file so that a refused writer can name it.
-    """
+class RunLock(WriterLock):
+    """The writer's lock of the run folder `run_path` (its `.lock`; `interp.files.WriterLock`)."""
 
     def __init__(self, run_path: Path):
-        self.path = Path(run_path) / LOCK_FILE
-        self._fd: int | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def acquire(self, retries: int = 5) -> None:
-        if self._fd is not None:
-            return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~current_umask())
-        for attempt in range(retries + 1):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or attempt == retries:
-                    holder = self.holder() or "unknown pid"
-                    os.close(fd)
-                    raise InterpError(
-                        f"{self.path.parent} is being written by another process ({holder}); "
-                        f"only one writer at a time: wait for it to finish or stop it"
-                    ) from None
-                time.sleep(0.1)  # a reader probing the lock holds it for microseconds
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is None:
-            return
-        try:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self._fd)
-            self._fd = None
-
-    def holder(self) -> str:
-        try:
-            return self.path.read_text().strip()
-        except OSError:
-            return ""
-
-    def is_locked(self) -> bool:
-        """Whether some process holds the lock now (a non-blocking probe; never waits)."""
-        if self._fd is not None:
-            return True
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        finally:
-            os.close(fd)  # closing drops the probe's shared lock
-        return False
+        super().__init__(Path(run_path) / LOCK_FILE)
 
 
 class Run:
@@ -157,6 +93,10 @@ class Run:
             spec.validate()
         except InterpError as exc:
             raise InterpError(f"{self.path / RUN_FILE} holds an invalid spec: {exc}") from None
+        stored = info.get("spec_sha256")  # absent in runs made before it was recorded
+        if stored is not None and stored != spec_sha256(info["spec"]):
+            raise InterpError(f"{self.path / RUN_FILE}: its spec does not match the hash it was written with "
+                              f"(edited by hand?); a run's spec cannot be changed, only --steps by a resume")
         self.info = info
         self.spec = spec
         self._task = None
@@ -186,24 +126,34 @@ class Run:
         spec.validate()
         path = Path(path)
         check_new_folder(path)
-        path.mkdir(parents=True, exist_ok=True)
         from interp.task import Task
 
-        task = Task.generate(spec.task, spec.seed)
+        task = Task.generate(spec.task, spec.seed)  # the slow part, before anything is made
         info = {
             "format": FORMAT,
             "spec": spec.to_dict(),
+            "spec_sha256": spec_sha256(spec),
             "task_sha256": task.sha256(),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "versions": package_versions(),
         }
+        made = not path.exists()
+        path.mkdir(parents=True, exist_ok=True)
         run = cls(path, info)
-        run.acquire()
-        if (path / RUN_FILE).exists():  # created by another process since the check above
-            run.release()
-            raise InterpError(f"{path} already holds a run; resume it or choose another folder")
-        atomic_write_json(path / MANIFEST_FILE, {"format": FORMAT, "checkpoints": {}})
-        atomic_write_json(path / RUN_FILE, info)
+        try:
+            run.acquire()
+            if (path / RUN_FILE).exists():  # created by another process since the check above
+                run.release()
+                raise InterpError(f"{path} already holds a run; resume it or choose another folder")
+            atomic_write_json(path / MANIFEST_FILE, {"format": FORMAT, "checkpoints": {}})
+            atomic_write_json(path / RUN_FILE, info)
+        except BaseException:  # Ctrl-C or a full disk half-way: leave no half-made folder behind
+            if made and run.is_writer:
+                import shutil
+
+                run.release()
+                shutil.rmtree(path, ignore_errors=True)
+            raise
         run._task = task
         return run
 
@@ -213,8 +163,14 @@ class Run:
 
     # ----------------------------------------------------------------- the writer's lock
     def acquire(self) -> None:
-        """Become the run's one writer (an OS file lock held until `release` or process exit)."""
+        """Become the run's one writer (an OS file lock held until `release` or process exit),
+        and remove the temporaries a killed writer left (only the writer makes them)."""
+        if self._lock.held:
+            return
         self._lock.acquire()
+        own = "|".join(re.escape(name) for name in (RUN_FILE, MANIFEST_FILE, METRICS_FILE, RESUME_FILE, STATUS_FILE))
+        remove_temporaries(self.path, own)
+        remove_temporaries(self.path / CHECKPOINT_DIR, r"step_\d+\.safetensors")
 
     def release(self) -> None:
         self._lock.release()
@@ -237,11 +193,11 @@ class Run:
     def set_steps(self, steps: int) -> None:
         """Change the planned number of steps (the only setting a resumed run may change)."""
         self._require_writer()
-        spec_dict = self.spec.to_dict()
-        spec_dict["train"]["steps"] = steps
+        spec_dict = json.loads(json.dumps(self.info["spec"]))  # the stored spec, only train.steps changed
+        spec_dict.setdefault("train", {})["steps"] = steps
         new_spec = RunSpec.from_dict(spec_dict)
         new_spec.validate()
-        self.info = {**self.info, "spec": spec_dict}
+        self.info = {**self.info, "spec": spec_dict, "spec_sha256": spec_sha256(spec_dict)}
         atomic_write_json(self.path / RUN_FILE, self.info)
         self.spec = new_spec
 
@@ -251,6 +207,13 @@ class Run:
         return self.path.name
 
     @property
+    def spec_sha256(self) -> str:
+        """SHA-256 of the spec with every field (`interp.spec.spec_sha256(run.spec)`): equal specs,
+        equal hashes. run.json's `spec_sha256` (checked on open) hashes the spec as stored; the two
+        agree except for runs stored before a spec field was added."""
+        return spec_sha256(self.spec)
+
+    @property
     def task(self):
         """The Task, regenerated from the stored spec and checked against the stored hash."""
         if self._task is None:
@@ -258,9 +221,10 @@ class Run:
 
             task = Task.generate(self.spec.task, self.spec.seed)
             if task.sha256() != self.info.get("task_sha256"):
+                why = ("the task generator changed since this run was made" if "spec_sha256" in self.info
+                       else "run.json's task/seed was edited, or the task generator changed")
                 raise InterpError(
-                    f"the task regenerated from {self.path / RUN_FILE} does not match its stored "
-                    f"hash: the task generator changed since this run was made"
+                    f"the task regenerated from {self.path / RUN_FILE} does not match its stored hash: {why}"
                 )
             self._task = task
         return self._task
@@ -427,20 +391,74 @@ class Run:
             atomic_write_bytes(path, text.encode())
 
     def save_resume(self, step: int, model, optimizer, generators: dict, extra: dict) -> None:
-        """Everything needed to continue bit-exactly from `step`, in one self-verifying file."""
+        """Everything needed to continue bit-exactly from `step` (saved first as a checkpoint), in
+        one self-verifying file that records this run's identity."""
         from interp.checkpoints import resume_bytes
 
         self._require_writer()
-        atomic_write_bytes(self.path / RESUME_FILE, resume_bytes(step, model, optimizer, generators, extra))
+        entry = self.manifest().get(step)
+        if entry is None:
+            raise InterpError(f"{self.path}: no checkpoint at step {step}; a resume state follows its checkpoint")
+        identity = {"spec_sha256": spec_sha256(self.info["spec"], ignore_steps=True), "seed": self.spec.seed,
+                    "step": step, "checkpoint_sha256": entry["sha256"]}
+        atomic_write_bytes(self.path / RESUME_FILE, resume_bytes(step, model, optimizer, generators, extra, identity))
 
     def load_resume(self):
-        """The verified resume state (`interp.checkpoints.ResumeState`), or None before the first checkpoint."""
+        """The resume state (`interp.checkpoints.ResumeState`), checked to belong to this run, or
+        None when the run has none and nothing saved past step 0 (training starts at step 0 and
+        saves step 0 again, identically). Refused, naming the file: a missing resume state once
+        later checkpoints exist, a damaged one, one of another run (its spec hash, seed or
+        checkpoint hash differ) or without an identity (an older interp's), a missing or damaged
+        checkpoint at its step, and a metrics log that is missing, unreadable or lacks that step."""
         from interp.checkpoints import read_resume
 
-        path = self.path / RESUME_FILE
+        path, metrics = self.path / RESUME_FILE, self.path / METRICS_FILE
+        manifest = self.manifest()
+        rows = self.metric_rows()
         if not path.exists():
+            if any(step > 0 for step in manifest):
+                raise InterpError(f"{path} is missing, but the run has checkpoints up to step {max(manifest)}: it "
+                                  f"cannot be continued (starting over would overwrite them); train again into a new folder")
             return None
-        return read_resume(path)
+        if not metrics.exists():
+            raise InterpError(f"{metrics} is missing, but the run has checkpoints up to step {max(manifest, default=0)}: "
+                              f"resuming would lose its history; restore the file or train again into a new folder")
+        state = read_resume(path)
+        self._check_resume(state, path, manifest)
+        if not any(row["step"] == state.step for row in rows):
+            raise InterpError(f"{metrics} has no row for step {state.step}, where {path} continues: "
+                              f"the metrics log was truncated or replaced")
+        return state
+
+    def _check_resume(self, state, path: Path, manifest: dict[int, dict]) -> None:
+        ident, run_file, listed = state.identity, self.path / RUN_FILE, self.path / MANIFEST_FILE
+        if ident is None:
+            raise InterpError(f"{path} records no run identity (an older interp wrote it), so it cannot be checked "
+                              f"against {run_file}; it cannot be resumed: train the run again into a new folder")
+        if ident.get("seed") != self.spec.seed:
+            raise InterpError(f"{path} belongs to another run: it was saved with seed {ident.get('seed')!r}, "
+                              f"{run_file} says seed {self.spec.seed}")
+        if ident.get("spec_sha256") != spec_sha256(self.info["spec"], ignore_steps=True):
+            raise InterpError(f"{path} belongs to another run: its spec hash differs from {run_file}'s spec "
+                              f"(train.steps aside)")
+        if ident.get("step") != state.step:
+            raise InterpError(f"{path} is inconsistent: its identity says step {ident.get('step')!r}, its state "
+                              f"step {state.step}")
+        if state.step not in manifest:
+            raise InterpError(f"{path} continues from step {state.step}, which {listed} does not list")
+        entry = manifest[state.step]
+        if ident.get("checkpoint_sha256") != entry["sha256"]:
+            raise InterpError(f"{path} belongs to another run: its step {state.step} checkpoint hash differs "
+                              f"from the one {listed} lists")
+        checkpoint = self.path / entry["file"]
+        try:
+            data = checkpoint.read_bytes()
+        except FileNotFoundError:
+            raise InterpError(f"{checkpoint} is missing: it is the checkpoint at step {state.step}, "
+                              f"from which {path} continues") from None
+        if sha256_bytes(data) != entry["sha256"]:
+            raise InterpError(f"{checkpoint} is corrupt or truncated: its SHA-256 does not match {listed}; it is "
+                              f"the checkpoint at step {state.step}, from which {path} continues")
 
     def write_status(self, state: str, **fields) -> None:
         self._require_writer()

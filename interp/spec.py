@@ -7,7 +7,10 @@ reading a run folder, listing runs and validating command-line input stay instan
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -321,6 +324,17 @@ class RunSpec:
         if section is None:
             return dataclasses.replace(self, seed=value)
         return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **{name: value})})
+
+
+def spec_sha256(spec: RunSpec | dict, *, ignore_steps: bool = False) -> str:
+    """SHA-256 of a spec's canonical JSON (sorted keys, no spaces): what run.json's `spec_sha256`
+    holds, so a hand-edited spec is caught. `spec` is a RunSpec or the dict run.json stores;
+    `ignore_steps` leaves out `train.steps`, the one setting a resume may change (the resume
+    state records this hash)."""
+    data = spec.to_dict() if isinstance(spec, RunSpec) else copy.deepcopy(spec)
+    if ignore_steps and isinstance(data.get("train"), dict):
+        data["train"].pop("steps", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _split_dotted(dotted: str) -> tuple[str | None, str]:

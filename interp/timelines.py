@@ -4,8 +4,9 @@ when the loss moves.
 `timeline(run)` gathers, on one step axis, the run's losses and shuffle gaps (from its
 metrics log), every head's z-sensitivity across checkpoints, each head's onset (the first
 checkpoint at which the series has made `fraction` of its own rise and stays there for `m`
-checkpoints; `interp.transition.rise_threshold` / `onset`), tau, and the routing head's
-events with their leads (tau - step) / tau:
+checkpoints; `interp.transition.rise_threshold` / `onset`), tau, and the routing head (the
+largest z-share at the last step of the sensitivity table, `routing_step`: the last readable
+checkpoint) and its events with their leads (tau - step) / tau:
 
 - carried: the onsets of its attention to z and of its z-share;
 - used: the first checkpoint from which resample-ablating it costs more than 0.1 nats of
@@ -60,6 +61,8 @@ class Timeline:
     name: str = ""
     usage: pd.DataFrame | None = None
     events: pd.DataFrame = field(default_factory=pd.DataFrame)  # event, kind, label, step (Int64), lead
+    routing_step: int | None = None  # the step the routing head was read at (the last in `sensitivity`)
+    notes: list[str] = field(default_factory=list)  # what the suite warned of (unreadable steps, cache entries)
 
     @property
     def routing_onset(self) -> int | None:
@@ -146,7 +149,8 @@ def timeline(
 ) -> Timeline:
     """Compute the timeline of `run`. `sens` and `usage` reuse tables already computed (e.g. the
     suite's); otherwise the sensitivity and (unless `with_usage=False`) usage analyses run
-    through the suite and its cache.
+    through the suite and its cache, and what the suite warned of (steps whose checkpoint could
+    not be read, cache entries recomputed) is kept in `Timeline.notes`.
 
     Raises InterpError when the run cannot show a timeline: fewer than 3 saved checkpoints,
     no candidate loss (directions whose output is B, or no evaluation yet), or no selector.
@@ -158,6 +162,7 @@ def timeline(
         raise InterpError(f"m (checkpoints an onset must hold) must be >= 1, got {m}")
     wanted = [name for name, table in (("sensitivity", sens), ("usage", usage if with_usage else 0))
               if table is None]
+    notes: list[str] = []
     if wanted:
         from interp.analysis.suite import run_suite
 
@@ -166,6 +171,7 @@ def timeline(
         sens = result.tables["sensitivity"] if sens is None else sens
         if with_usage and usage is None:
             usage = result.tables.get("usage")
+        notes = result.notes + result.problems
     if column not in sens.columns:
         allowed = ", ".join(c for c in SENSITIVITY_COLUMNS if c in sens.columns)
         raise InterpError(f"unknown sensitivity column {column!r}; allowed: {allowed}")
@@ -184,4 +190,5 @@ def timeline(
         metrics=run.metrics, sensitivity=sens, log_k=run.log_k, tau=t, tau_window=run_tau(run, kind="window"),
         routing_head=routing, onsets=onsets, lead=lead, column=column, fraction=fraction, m=m, name=run.name,
         usage=usage, events=routing_events(sens, usage, routing, t, fraction, m),
+        routing_step=int(sens["step"].max()), notes=notes,
     )

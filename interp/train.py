@@ -30,6 +30,7 @@ from interp.task import VOCAB_SIZE, Task
 from interp.transition import LEAVE_FRACTION, SNAP_FRACTION
 
 EXACT_THRESHOLD = 0.99  # stop_after_exact counts from the first evaluation with exact match >= this
+EVAL_LOSSES = ("loss", "loss_first", "loss_cand", "loss_cand_first")  # all NaN / inf: training is stopped
 
 
 @dataclass
@@ -91,8 +92,9 @@ def train(
     ends; a second writer is refused with the holder's pid). `stop_at` ends the loop after
     that step without marking the run finished (as an interruption would); the run can then
     be resumed. `resume` passes a resume state the caller has already loaded and verified.
-    A loss that turns NaN or infinite stops training with an InterpError naming the step;
-    the checkpoints saved before it are kept and `run.status` says what happened.
+    A training loss that turns NaN or infinite, or an evaluation whose every loss is, stops
+    training with an InterpError naming the step; the checkpoints saved before it are kept and
+    `run.status` says what happened.
     """
     run.acquire()
     try:
@@ -146,11 +148,20 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     seconds = lambda: round(base_seconds + time.perf_counter() - began, 3)  # noqa: E731
     last_checkpoint = start if resume is not None else None
 
+    def kept() -> str:
+        return "no checkpoint was saved" if last_checkpoint is None else f"checkpoints up to step {last_checkpoint} are kept"
+
     def evaluate(step: int, lr: float, train_loss: float) -> dict:
         model.eval()
         with torch.no_grad():
             row = summarize(evaluate_examples(model, task, eval_idx, eval_alt))
         model.train()
+        losses = [row[name] for name in EVAL_LOSSES if name in row]
+        if losses and not any(math.isfinite(v) for v in losses):
+            raise InterpError(
+                f"the evaluation loss became {losses[0]} at step {step} (lr {lr:g}; every loss metric is): training "
+                f"diverged and was stopped; {kept()}. Try a lower --lr, --grad-clip or --init-std"
+            )
         return {"step": step, "lr": lr, "train_loss": train_loss, **row}
 
     def checkpoint(step: int) -> None:
@@ -186,10 +197,9 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
             idx = torch.randint(task.size, (tspec.batch_size,), generator=batch_gen)
             loss = batch_loss(forward, tokens_all[idx.to(device)], layout.loss_pos)
             if not bool(torch.isfinite(loss)):
-                kept = "no checkpoint" if last_checkpoint is None else f"checkpoints up to step {last_checkpoint}"
                 raise InterpError(
                     f"the training loss became {float(loss.detach())} at step {step} (lr {lr:g}): training diverged "
-                    f"and was stopped; {kept} are kept. Try a lower --lr or --grad-clip"
+                    f"and was stopped; {kept()}. Try a lower --lr or --grad-clip"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -243,8 +253,10 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
 # ---------------------------------------------------------------------------- resume and retrain
 def prepare_resume(path, overrides: dict, device: str):
     """Open the run at `path` for `train(run, resume=state)`: check every override (only
-    `steps` may change, and only upwards), take the run's lock and read its resume state, all
-    before anything is written; then record the new step count. Returns (run, state)."""
+    `steps` may change, and only upwards), take the run's lock, read and check its resume state
+    (it belongs to this run; the metrics log, manifest and the checkpoint it continues from are
+    there and intact) and the task, all before anything is written; then record the new step
+    count. Returns (run, state)."""
     from interp.devices import check_fits
 
     run = Run.open(path)
@@ -253,18 +265,23 @@ def prepare_resume(path, overrides: dict, device: str):
     changed = [k for k, v in overrides.items() if run.spec.override(**{k: v}) != run.spec]
     if changed:
         raise InterpError(f"--resume continues the stored spec; only --steps may change (got {', '.join(changed)})")
-    run.acquire()
-    state = run.load_resume()
-    reached = max([state.step if state else 0, *run.steps])
     if steps is not None:
-        if steps < reached:
-            raise InterpError(f"--steps {steps} is below step {reached}, which {path} has already reached; "
-                              f"a resumed run can only go further")
         new_spec = run.spec.override(steps=steps)
         new_spec.validate()
         check_fits(new_spec, device)
-        if steps != run.spec.train.steps:
+    run.acquire()
+    try:
+        run.task  # noqa: B018 - regenerated and checked against its stored hash now, not after a write
+        state = run.load_resume()
+        reached = max([state.step if state else 0, *run.steps])
+        if steps is not None and steps < reached:
+            raise InterpError(f"--steps {steps} is below step {reached}, which {path} has already reached; "
+                              f"a resumed run can only go further")
+        if steps is not None and steps != run.spec.train.steps:
             run.set_steps(steps)
+    except BaseException:
+        run.release()
+        raise
     return run, state
 
 

@@ -154,3 +154,20 @@ def assert_plateau_then_snap(run: Run) -> tuple[tuple[int, int], int]:
     assert snap is not None, f"candidate loss never fell below 0.05 log K (last {df['loss_cand'].iloc[-1]:.3f})"
     assert snap > span[1]
     return span, snap
+
+
+def edit_cached_table(path: Path, edit) -> None:
+    """Change the table of one analysis-cache entry with `edit(df) -> None` (in place), as a hand
+    edit or a bad disk would: the file stays valid JSON and keeps the content hash it was written with."""
+    import json as _json
+
+    from interp.analysis.cache import decode_table, encode_table
+
+    blob = _json.loads(path.read_text())
+    (name,) = blob["tables"]
+    df = decode_table(blob["tables"][name])
+    edit(df)
+    text = encode_table(df)
+    assert text != blob["tables"][name], "the edit changed nothing"
+    blob["tables"][name] = text
+    path.write_text(_json.dumps(blob))

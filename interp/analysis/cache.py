@@ -2,24 +2,32 @@
 
 Analysis functions never write files; callers that want caching (the suite, the report, the
 timeline) go through a `ResultCache`. Each (analysis key, step) result is one JSON file under
-`RUN/cache/ANALYSIS/KEY/`, written atomically, holding every table the analysis returned and
-the SHA-256 of the checkpoint it was computed from, so a retrained or replaced checkpoint is
-recomputed and a damaged cache file is recomputed rather than trusted.
+`RUN/cache/ANALYSIS/KEY/`, written atomically, holding every table the analysis returned, the
+SHA-256 of the checkpoint it was computed from and the SHA-256 of its own content (`sha256`:
+of the canonical JSON of every other field: key, step, checkpoint hash, format and the tables'
+exact text). A retrained or replaced checkpoint is recomputed silently; an entry that is
+damaged, edited, unreadable, filed under another key or step, or written without a content
+hash (an older interp) is never used: it is recomputed (or, for `cached`, left out) and named
+in `rejected` and `notes`, which the suite turns into warnings and the report into a line.
+
+A cache that cannot be used never stops an analysis: when `RUN/cache` is a file the cache is
+switched off at once, and when a result cannot be written further writes are skipped; either
+way everything is still computed and `notes` says so once.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 
 from interp.files import atomic_write_bytes
 from interp.runs import CACHE_DIR, Run
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3  # 3: every entry carries the SHA-256 of its own content
 
 
 def _digest(key: dict) -> str:
@@ -27,11 +35,53 @@ def _digest(key: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def encode_table(df: pd.DataFrame) -> str:
+    """A table as JSON text that reads back exactly: every column's dtype and its values as
+    Python numbers (shortest round-trip text), so a cached result equals the computed one bit
+    for bit and whatever is derived from it (e.g. attention mass per segment, summed in
+    float32) is the same from the cache as fresh."""
+    return json.dumps({"columns": [str(c) for c in df.columns], "dtypes": [str(t) for t in df.dtypes],
+                       "data": {str(c): _values(df[c]) for c in df.columns}})
+
+
+def _values(column: pd.Series) -> list:
+    values = column.tolist()
+    if isinstance(column.dtype, np.dtype):
+        return values
+    return [None if v is pd.NA or v is pd.NaT else v for v in values]  # nullable columns: missing is null
+
+
+def decode_table(text: str) -> pd.DataFrame:
+    blob = json.loads(text)
+    columns = blob["columns"]
+    df = pd.DataFrame({c: blob["data"][c] for c in columns}, columns=columns)
+    return df.astype({c: t for c, t in zip(columns, blob["dtypes"]) if t != "object"})
+
+
+def content_hash(body: dict) -> str:
+    """SHA-256 of an entry's fields other than `sha256`, as canonical JSON (sorted keys, no
+    spaces): the tables are JSON text inside it, so their exact bytes are covered."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 class ResultCache:
     def __init__(self, run: Run, enabled: bool = True):
         self.run, self.enabled = run, enabled
         self.hits = self.misses = 0  # results read from the cache / computed and stored
+        self.rejected: list[str] = []  # "PATH (why): what was done" for every entry that was not used
+        self.disabled: str | None = None  # why the cache is off or not written, when it is
+        self._writable = True
         self._hashes: dict[int, str] | None = None
+        root = run.path / CACHE_DIR
+        if enabled and (root.exists() or root.is_symlink()) and not root.is_dir():
+            self.enabled = False
+            self.disabled = (f"cache disabled: {root} is a file, not a folder; every result is computed "
+                             "and none is kept")
+
+    @property
+    def notes(self) -> list[str]:
+        """What the caller should tell the user: the cache being off, then each entry not used."""
+        return list(dict.fromkeys(([self.disabled] if self.disabled else []) + self.rejected))
 
     def _path(self, key: dict, step: int):
         return self.run.path / CACHE_DIR / key["analysis"] / _digest(key) / f"step_{step:07d}.json"
@@ -41,33 +91,67 @@ class ResultCache:
             self._hashes = self.run.checkpoint_hashes()
         return self._hashes.get(step)
 
-    def load(self, key: dict, step: int) -> dict[str, pd.DataFrame] | None:
+    def _reject(self, path, why: str, action: str) -> None:
+        self.rejected.append(f"cache entry {path} {why}: {action}")
+
+    def load(self, key: dict, step: int, action: str = "recomputed") -> dict[str, pd.DataFrame] | None:
+        """The tables cached under (`key`, `step`), or None: none cached, a stale checkpoint hash
+        (silently), or a bad entry (named in `rejected` with `action`, what the caller does instead)."""
         path = self._path(key, step)
-        if not self.enabled or not path.exists():
+        if not self.enabled or not path.is_file():
             return None
         try:
-            blob = json.loads(path.read_text())
-            if blob.get("checkpoint_sha256") != self._checkpoint_sha(step):
-                return None
-            tables = {name: pd.read_json(io.StringIO(text), orient="table") for name, text in blob["tables"].items()}
-        except (ValueError, KeyError, OSError, TypeError, AttributeError):
-            return None  # a damaged cache entry is recomputed, never trusted
+            blob = json.loads(path.read_bytes())
+        except OSError as exc:
+            self._reject(path, f"cannot be read ({exc.strerror or exc})", action)
+            return None
+        except ValueError:
+            self._reject(path, "is not valid JSON (damaged)", action)
+            return None
+        if not isinstance(blob, dict):
+            self._reject(path, "is not a JSON object (damaged)", action)
+            return None
+        stored = blob.pop("sha256", None)
+        if stored is None:
+            self._reject(path, "has no content hash (written by an older interp, or edited)", action)
+            return None
+        if stored != content_hash(blob):
+            self._reject(path, "does not match its content hash (damaged or edited)", action)
+            return None
+        if any(blob.get(k) != key[k] for k in ("analysis", "version", "params")) or blob.get("step") != step:
+            self._reject(path, f"holds another analysis, parameters or step than its place says (step "
+                               f"{blob.get('step')!r}, {blob.get('analysis')!r})", action)
+            return None
+        if blob.get("checkpoint_sha256") != self._checkpoint_sha(step):
+            return None  # computed from another checkpoint at this step (a retrained run): recomputed
+        try:
+            tables = {name: decode_table(text) for name, text in blob["tables"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            self._reject(path, f"holds tables that cannot be read ({type(exc).__name__})", action)
+            return None
         self.hits += 1
         return tables
 
     def store(self, key: dict, step: int, tables: dict[str, pd.DataFrame]) -> None:
-        """Keep a result that was just computed (counted in `misses`)."""
+        """Keep a result that was just computed (counted in `misses`). A write that fails (the
+        folder is not writable, or a file stands in its way) turns writing off, with a note."""
         self.misses += 1
-        if not self.enabled:
+        if not self.enabled or not self._writable:
             return
-        blob = {
+        body = {
             **key,
+            "format": CACHE_FORMAT,
             "step": step,
             "checkpoint_sha256": self._checkpoint_sha(step),
-            "tables": {name: df.to_json(orient="table", index=False, double_precision=15)
-                       for name, df in tables.items()},
+            "tables": {name: encode_table(df) for name, df in tables.items()},
         }
-        atomic_write_bytes(self._path(key, step), json.dumps(blob).encode())
+        path = self._path(key, step)
+        try:
+            atomic_write_bytes(path, json.dumps({**body, "sha256": content_hash(body)}).encode())
+        except OSError as exc:
+            self._writable = False
+            self.disabled = (f"cache not written: cannot write {path} ({exc.strerror or exc}); results are "
+                             "computed and not kept")
 
     def per_step(
         self,
@@ -86,14 +170,24 @@ class ResultCache:
                 parts.setdefault(name, []).append(df)
         return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
 
+    def _steps_in(self, folder) -> list[int]:
+        steps = []
+        for path in folder.glob("step_*.json") if folder.is_dir() else ():
+            try:
+                steps.append(int(path.stem.split("_")[1]))
+            except (IndexError, ValueError):
+                continue  # not a name this cache writes
+        return sorted(steps)
+
     def cached(self, key: dict) -> dict[str, pd.DataFrame]:
         """Every step already cached under `key` (nothing is computed): for sections such as
-        the report's geometry, which show results only when they have been asked for."""
-        folder = self.run.path / CACHE_DIR / key["analysis"] / _digest(key)
-        steps = sorted(int(p.stem.split("_")[1]) for p in folder.glob("step_*.json")) if folder.is_dir() else []
+        the report's geometry, which show results only when they have been asked for. A bad
+        entry is left out and named in `rejected`."""
+        if not self.enabled:
+            return {}
         parts: dict[str, list[pd.DataFrame]] = {}
-        for step in steps:
-            tables = self.load(key, step)
+        for step in self._steps_in(self.run.path / CACHE_DIR / key["analysis"] / _digest(key)):
+            tables = self.load(key, step, action="left out")
             for name, df in (tables or {}).items():
                 parts.setdefault(name, []).append(df)
         return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
@@ -108,18 +202,18 @@ class ResultCache:
         root = self.run.path / CACHE_DIR / key["analysis"]
         best: tuple[int, float, dict] | None = None
         for folder in root.iterdir() if root.is_dir() else ():
-            files = sorted(folder.glob("step_*.json"))
-            if not files:
-                continue
-            try:
-                blob = json.loads(files[0].read_text())
-                other = {k: blob[k] for k in ("analysis", "version", "params")}
-            except (ValueError, KeyError, OSError, TypeError):
-                continue
-            if other["version"] != key["version"] or _digest(other) != folder.name:
+            files = sorted(folder.glob("step_*.json")) if folder.is_dir() else []
+            other = None
+            for path in files:  # the key as any readable entry states it (`cached` verifies each)
+                try:
+                    blob = json.loads(path.read_bytes())
+                    other = {k: blob[k] for k in ("analysis", "version", "params")}
+                    break
+                except (ValueError, KeyError, OSError, TypeError):
+                    continue
+            if other is None or other["version"] != key["version"] or _digest(other) != folder.name:
                 continue
             rank = (len(files), max(f.stat().st_mtime for f in files), other)
             if best is None or rank[:2] > best[:2]:
                 best = rank
         return self.cached(best[2]) if best else {}
-

@@ -64,11 +64,15 @@ def used_onsets(usage: pd.DataFrame, head: str, ablation_nats: float = USED_ABLA
 Rows = list[tuple[str, str]]
 
 
-def findings(run: Run, tables: dict[str, pd.DataFrame], t: int | None) -> dict:
+def findings(run: Run, tables: dict[str, pd.DataFrame], t: int | None, unreadable=()) -> dict:
     """Headline numbers of every analysis whose tables are present (in registry order, so the
-    routing head is known before the analyses that read it)."""
+    routing head is known before the analyses that read it). `unreadable`: the steps whose
+    checkpoint could not be read (listed as `unreadable_steps` when there are any), so that the
+    findings can say why they were read at an earlier step than the run's last."""
     out: dict = {"tau": t, "log_k": run.log_k, "onset_fraction": ONSET_FRACTION, "onset_m": ONSET_M,
                  "used_ablation_nats": USED_ABLATION_NATS, "used_patch_fraction": USED_PATCH_FRACTION}
+    if unreadable:
+        out["unreadable_steps"] = sorted(int(s) for s in unreadable)
     for entry in registry.REGISTRY.values():
         present = [tables.get(name) for name in entry.table_names]
         if entry.findings and any(df is not None and not df.empty for df in present):
@@ -87,12 +91,20 @@ def summary_rows(found: dict, tables: dict[str, pd.DataFrame] | None = None) -> 
 
 # ---------------------------------------------------------------------------- per analysis
 def sensitivity_findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
+    """The routing head, read at the last step of the table (`routing_step`); when that is not
+    the run's last saved step, `routing_after` lists the later saved steps and
+    `routing_unreadable_after` those of them whose checkpoint could not be read."""
     sens = tables["sensitivity"]
     routing = routing_head(sens)
     carried = carried_onsets(sens, routing)
-    last = sens[sens["step"] == sens["step"].max()].set_index("head_name")
+    step = int(sens["step"].max())
+    last = sens[sens["step"] == step].set_index("head_name")
+    after = [s for s in run.steps if s > step]
     return {
         "routing_head": routing,
+        "routing_step": step,
+        "routing_after": after,
+        "routing_unreadable_after": [s for s in after if s in found.get("unreadable_steps", ())],
         "routing_layer": int(last.loc[routing, "layer"]),
         "routing_z_share": float(last.loc[routing, "z_share"]),
         "routing_attn_to_z": float(last.loc[routing, "attn_to_z"]),
@@ -104,11 +116,25 @@ def sensitivity_findings(run: Run, tables: dict, t: int | None, found: dict) -> 
     }
 
 
+def routing_at(f: dict) -> str:
+    """Where the routing head was read, when not at the run's last step: at which step and why."""
+    step, after, bad = f.get("routing_step"), f.get("routing_after") or [], f.get("routing_unreadable_after") or []
+    if step is None or not after:
+        return ""
+    if bad:
+        names = ", ".join(str(s) for s in bad)
+        return f" at step {step} ({'step' if len(bad) == 1 else 'steps'} {names} {'is' if len(bad) == 1 else 'are'} " \
+               "unreadable)"
+    return f" at step {step} (the last analysed; the run's last is {after[-1]})"
+
+
 def sensitivity_rows(f: dict, tables: dict) -> Rows:
     if "routing_head" not in f:
         return []
+    at = routing_at(f)
     return [
-        ("routing head", f"{f['routing_head']} (z-share {f['routing_z_share']:.3f} at the last step, next best "
+        ("routing head", f"{f['routing_head']}{at} (z-share {f['routing_z_share']:.3f} at "
+                         f"{'that step' if at else 'the last step'}, next best "
                          f"{fmt(f.get('runner_up_z_share'), '.3f')}; attention to z {f['routing_attn_to_z']:.3f})"),
         ("z carried", f"attention to z from step {fmt(f.get('carried_attn_onset'), none='never')} "
                       f"(lead {fmt(f.get('carried_attn_lead'), '.2f')}), z-share from step "

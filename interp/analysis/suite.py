@@ -3,9 +3,13 @@ checkpoints, cached, plus the headline findings.
 
 Steps are the outer loop, so each checkpoint is loaded once and shared by every analysis
 that needs it at that step (analyses that change the weights load their own). A checkpoint
-that cannot be read (missing or corrupt) is named in `SuiteResult.problems` and skipped; the
-other steps are still analysed. Results are cached in the run folder per analysis, parameters
-and step, so a second call computes only what is new.
+that cannot be read (missing or corrupt) is named in `SuiteResult.problems` and the analyses
+that needed it are skipped (results already cached at that step are still used); the other
+steps are still analysed. The routing head (for the analyses that take `head="routing"`) is
+read at the last step whose sensitivity can be had, walking back past unreadable checkpoints.
+Results are cached in the run folder per analysis, parameters and step, so a second call
+computes only what is new; cache entries that could not be used, and a cache that could not
+be, are named in `SuiteResult.notes` (and `cache_notes`).
 """
 
 from __future__ import annotations
@@ -31,21 +35,37 @@ class SuiteResult:
     labels: dict[str, dict[int, str]] = field(default_factory=dict)  # analysis -> step -> "pre"/"mid"/...
     notes: list[str] = field(default_factory=list)  # e.g. a relative step beyond the run
     problems: list[str] = field(default_factory=list)  # steps that could not be analysed, and why
+    unreadable: dict[int, str] = field(default_factory=dict)  # step -> why its checkpoint could not be read
+    routing_step: int | None = None  # the step the routing head was read at, when an analysis needed it
+    cache_notes: list[str] = field(default_factory=list)  # cache entries not used, a cache not usable (also in notes)
     cache_hits: int = 0
     cache_misses: int = 0
 
 
-def routing_head_of(run: Run, store: ResultCache, device: str = "cpu") -> str:
-    """The routing head: the largest z-share at the last saved step (the sensitivity analysis,
-    cached like any other)."""
+def routing_head_of(run: Run, store: ResultCache, device: str = "cpu",
+                    unreadable: dict[int, str] | None = None) -> tuple[str, int]:
+    """The routing head and the step it was read at: the largest z-share at the last saved step
+    whose sensitivity can be had (cached like any other analysis). Steps whose checkpoint cannot
+    be read are skipped, from the last backwards, and recorded in `unreadable` (step -> why);
+    InterpError only when no step can be read."""
     from interp.analysis import sensitivity
 
     entry = registry.get("sensitivity")
     params = entry.params()
-    last = run.steps[-1]
-    df = store.per_step(entry.cache_key(params), [last],
-                        lambda s: {"sensitivity": entry.at_step()(run, s, device=device, **params)})
-    return sensitivity.routing_head(df["sensitivity"])
+    unreadable = {} if unreadable is None else unreadable
+    for step in reversed(run.steps):
+        if step in unreadable:
+            continue
+        try:
+            df = store.per_step(entry.cache_key(params), [step],
+                                lambda s: {"sensitivity": entry.at_step()(run, s, device=device, **params)})
+        except InterpError as exc:
+            unreadable[step] = str(exc)
+            continue
+        return sensitivity.routing_head(df["sensitivity"]), step
+    last = run.steps[-1] if run.steps else None
+    raise InterpError(f"the routing head cannot be found: no checkpoint of {run.path} can be read"
+                      + (f" (the last, step {last}: {unreadable.get(last)})" if last is not None else ""))
 
 
 def check_options(run: Run, entries, options: dict) -> None:
@@ -88,10 +108,15 @@ def run_suite(
     for entry in entries:
         plans[entry.name] = select_steps(run, steps if steps is not None else entry.steps, notes=result.notes)
         result.labels[entry.name] = {s: lab for s, lab in plans[entry.name] if lab}
+    unreadable = result.unreadable
+    routing: str | None = None
     for entry in entries:
         params = entry.params(options)
         if params.get("head") == "routing":  # the run's routing head, read from the sensitivity analysis
-            params["head"] = routing_head_of(run, store, device)
+            if routing is None:
+                routing, result.routing_step = routing_head_of(run, store, device, unreadable)
+                result.problems.extend(f"step {s}: {why}" for s, why in sorted(unreadable.items()))
+            params["head"] = routing
         result.params[entry.name] = params
 
     all_steps = sorted({s for plan in plans.values() for s, _ in plan})
@@ -102,16 +127,18 @@ def run_suite(
         todo = [e for e in entries if any(s == step for s, _ in plans[e.name])]
         hits = {e.name: store.load(e.cache_key(result.params[e.name]), step) for e in todo}
         model = None
-        if any(hits[e.name] is None and e.shares_model for e in todo):
+        if any(hits[e.name] is None and e.shares_model for e in todo) and step not in unreadable:
             try:
                 model = run.model(step, device=device)
             except InterpError as exc:
+                unreadable[step] = str(exc)
                 result.problems.append(f"step {step}: {exc}")
-                bar.update(len(todo))
-                continue
         for entry in todo:
             bar.set_description(entry.name)
             tables = hits[entry.name]
+            if tables is None and entry.shares_model and step in unreadable:
+                bar.update(1)  # its checkpoint cannot be read: named in problems once, above
+                continue
             if tables is None:
                 params = result.params[entry.name]
                 try:
@@ -140,7 +167,9 @@ def run_suite(
         if derive is not None and all(not result.tables[name].empty for name in entry.table_names):
             result.tables.update(derive(run, result.tables))
     result.cache_hits, result.cache_misses = store.hits, store.misses
+    result.cache_notes = store.notes
+    result.notes.extend(store.notes)
     from interp.analysis.findings import findings
 
-    result.findings = findings(run, result.tables, tau_or_none(run))
+    result.findings = findings(run, result.tables, tau_or_none(run), unreadable=unreadable)
     return result

@@ -6,7 +6,9 @@ only when asked (minutes of work: the geometry) are read from the cache and neve
 their sections say how to compute them. Every section comes from the registry
 (`ReportSection`: title, caption, figure function); one that cannot be made (too few
 checkpoints, no tau, no candidate loss) is replaced by a note saying why, and the rest of the
-report is still written.
+report is still written. Cache entries that were damaged (recomputed, or left out) and a
+cache that could not be used are named in a box under the summary; the routing head is read
+at the last step whose checkpoint can be read, and the summary says which.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Context:
     notes: list[str]  # e.g. a relative step beyond the run
     step_problems: list[str]  # steps that could not be analysed
     counts: dict[str, int] = field(default_factory=dict)
+    cache_notes: list[str] = field(default_factory=list)  # cache entries not used, a cache not usable
+    unreadable: dict[int, str] = field(default_factory=dict)  # steps whose checkpoint could not be read
     tau: int | None = None
     findings: dict = field(default_factory=dict)
     timeline: Timeline | None = None
@@ -99,7 +103,8 @@ def analyses(run: Run, cache: bool = True, device: str = "cpu", progress: bool =
             result = run_suite(run, only=names, options={"n_groups": n_groups}, progress=progress, cache=cache,
                                device=device)
             c.tables.update(result.tables)
-            c.notes, c.step_problems = result.notes, result.problems
+            c.notes = [n for n in result.notes if n not in result.cache_notes]
+            c.step_problems, c.cache_notes, c.unreadable = result.problems, list(result.cache_notes), result.unreadable
             c.counts = {"hits": result.cache_hits, "misses": result.cache_misses}
         except InterpError as exc:
             c.problems.update({name: str(exc) for name in names})
@@ -110,7 +115,8 @@ def analyses(run: Run, cache: bool = True, device: str = "cpu", progress: bool =
                 c.tables.update(store.cached_any(entry.cache_key(entry.params())))
             except InterpError:  # e.g. its optional extra is not installed: the section says how
                 continue
-    c.findings = find(run, c.tables, t)
+    c.cache_notes = list(dict.fromkeys(c.cache_notes + store.notes))
+    c.findings = find(run, c.tables, t, unreadable=c.unreadable)
     try:
         check_run(run)
         c.timeline = timeline(run, sens=c.need("sensitivity"), usage=c.tables.get("usage"),
@@ -184,6 +190,10 @@ def write_report(
         items = [f"<li><b>{html.escape(s.title)}</b>: {html.escape(s.problem)}</li>" for s in missing] + extra
         notes = ("<div class=\"missing\" id=\"missing\"><b>Not everything could be made for this run.</b>"
                  f"<ul>\n{chr(10).join(items)}\n</ul></div>")
+    if c.cache_notes:  # damaged cache entries (recomputed or left out), a cache that could not be used
+        items = [f"<li>{html.escape(n)}</li>" for n in c.cache_notes]
+        notes += ("<div class=\"missing\" id=\"cache-notes\"><b>Cache entries not used (recomputed unless said "
+                  f"otherwise):</b><ul>\n{chr(10).join(items)}\n</ul></div>")
     made = len(made_sections) - len(missing)
     stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     from interp import __version__
@@ -209,11 +219,15 @@ def write_timeline(
     progress: bool = False,
     n_groups: int | None = None,
 ) -> Path:
-    """Write the timeline figure alone as a self-contained HTML page; raises InterpError if it cannot be made."""
+    """Write the timeline figure alone as a self-contained HTML page; raises InterpError if it
+    cannot be made. What the analyses warned of (unreadable steps, cache entries recomputed) is
+    listed above the figure."""
     from interp import plots
 
     check_run(run)  # before the (possibly slow) analysis
     tl = timeline(run, n_groups=n_groups, device=device, cache=cache, progress=progress)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in tl.notes)
     body = (f"<h1>interp timeline: {html.escape(run.name)}</h1>\n"
-            f"<figure class=\"report-figure\">{figure_html(plots.timeline_figure(tl), 'timeline')}</figure>")
+            + (f"<div class=\"missing\" id=\"missing\"><ul>{notes}</ul></div>\n" if notes else "")
+            + f"<figure class=\"report-figure\">{figure_html(plots.timeline_figure(tl), 'timeline')}</figure>")
     return write_html(Path(path), page(f"interp timeline: {run.name}", body))

@@ -33,7 +33,8 @@ def _summary_rows(sweep: Sweep, table: pd.DataFrame, fits: Fits) -> list[tuple[s
         ("sweep", f"{sweep.path} ({sweep.spec.name or 'custom'}): {len(table)} runs, axes "
                   f"{', '.join(sweep.spec.fields) or 'none'}"),
         ("runs", f"{counts.get('done', 0)} done, {censored} censored (never reached 0.5 log K), "
-                 f"{counts.get('failed', 0)} failed, {counts.get('running', 0)} running, "
+                 f"{counts.get('failed', 0)} failed, {counts.get('damaged', 0)} damaged (left out; the table says "
+                 f"why), {counts.get('running', 0)} running, "
                  f"{counts.get('interrupted', 0) + counts.get('not started', 0)} not finished"),
     ]
     labels = {"scaling": "scaling exponent δ (τ ∝ D^δ)", "fixed_d": "fixed-D slope of log τ on log K",
@@ -101,9 +102,9 @@ def _runs_table(sweep: Sweep, table: pd.DataFrame, out: Path, linked: set[str]) 
         else:
             command = f"interp report {sweep.path / r['run']} -o {out.parent / (r['run'] + '.html')}"
             report = f"<code>{html.escape(command)}</code>"
-        status = html.escape(r["status"]) + (f"<br><small>{html.escape(str(r['error']))}</small>"
-                                              if r.get("error") else "")
-        cells = [html.escape(r["run"]), *(html.escape(str(r[f])) for f in sweep.spec.fields), status,
+        status = html.escape(r["status"]) + (f"<br><small>{html.escape(r['error'])}</small>"
+                                              if isinstance(r.get("error"), str) and r["error"] else "")
+        cells = [html.escape(r["run"]), *(html.escape(_fmt(r[f])) for f in sweep.spec.fields), status,
                  _fmt(r["steps_run"]), tau, _fmt(r["tau_window"], ".0f"), exact,
                  "–" if _fmt(r["wall_seconds"]) == "–" else f"{r['wall_seconds']:.0f} s", report]
         klass = " class=\"censored\"" if r.get("censored") else ""
@@ -113,16 +114,19 @@ def _runs_table(sweep: Sweep, table: pd.DataFrame, out: Path, linked: set[str]) 
 
 
 def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: str = "tau_half",
-                       progress: bool = False) -> Path:
-    """Write the sweep's report to `path`; with `runs`, also each done run's own report beside it."""
+                       progress: bool = False, table: pd.DataFrame | None = None) -> Path:
+    """Write the sweep's report to `path`; with `runs`, also each done run's own report beside it.
+    `table` is `sweep.table()`, computed here unless given. A damaged run is a row of the runs
+    table with its reason, named among the warnings, and left out of the fits and figures."""
     from interp.report.run import write_report
     from interp.runs import Run
 
     start = time.perf_counter()
     path = Path(path)
-    table = sweep.table()
+    table = sweep.table() if table is None else table
     fits = sweep_fits(table, y=y)
-    metrics = {r.name: r.metrics for r in sweep.runs}
+    usable = set(table.loc[table["status"] != "damaged", "run"])
+    metrics = {r.name: r.metrics for r in sweep.runs if r.name in usable}
     sections = _figures(fits, table, metrics)
     linked = set()
     if runs:

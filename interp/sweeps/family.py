@@ -4,7 +4,8 @@
 law (claim 1), the fixed-D slope (claim 2), the noise trends (claim 3) and the direction
 asymmetry (claim 4), each tried only when the done runs vary what it needs. A fit that does
 not apply, or fails on the data, is a note (`Fits.problems`), never an error; the warnings
-the fits raise (censored runs left out, pooled axes) are collected in `Fits.warnings`.
+the fits raise (censored runs left out, pooled axes) are collected in `Fits.warnings`, and so
+are the damaged runs (`interp.sweeps.state`), which no fit sees.
 numpy, pandas and scipy only: no torch, no plotting.
 """
 
@@ -32,6 +33,10 @@ class Fits:
 def sweep_fits(table: pd.DataFrame, y: str = "tau_half") -> Fits:
     """Every fit of `interp.sweeps.scaling` that the sweep's design allows."""
     fits = Fits()
+    damaged = table["status"] == "damaged"
+    for name, error in zip(table.loc[damaged, "run"], table.loc[damaged, "error"]):
+        fits.warnings.append(f"run {name} is damaged, left out of every fit: {error}")
+    table = table[~damaged]  # its values are what its run.json says, or NaN: never fitted
     done = table[table["status"] == "done"]
     directions = set(done["direction"])
     cand = done[done["direction"].isin(["bz_to_a"])]

@@ -13,18 +13,22 @@ sets `task.n_bases = D / K` for each K. Folder names are built from the point's 
 they are readable and stable. Running a sweep again skips finished runs and resumes
 interrupted ones (`interp.sweeps.executors`); adding values to an axis extends it, and a
 changed base spec is refused. The table (`Sweep.table()`) is computed from the run folders
-alone: one row per point with its axes, status, transition times and censoring flags.
+alone: one row per point with its axes, status, transition times and censoring flags. A run
+folder that cannot be trusted (unreadable, or its run.json not the point's spec in sweep.json)
+is `damaged`, with the reason (`interp.sweeps.state`): never trained, resumed or fitted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
+import fcntl
 import itertools
 import json
 import math
+import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,16 +36,20 @@ from interp.errors import InterpError
 from interp.files import atomic_write_json
 from interp.runs import Run
 from interp.spec import SECTIONS, RunSpec, dotted_names
+from interp.sweeps.executors import train_sweep
+from interp.sweeps.state import CENSORABLE, MEASURES, STATES, PointState, examine, identity, measures
+
+# CENSORABLE, MEASURES and STATES live in .state, train_sweep in .executors
+__all__ = ["CENSORABLE", "MEASURES", "STATES", "Sweep", "SweepSpec", "train_sweep"]
 
 SWEEP_FILE = "sweep.json"
+SWEEP_LOCK = ".lock"  # held while sweep.json is read, extended and written
 FORMAT = 1
-STATES = ("done", "running", "failed", "interrupted", "not started")
 # short names for folder names; other fields use their own name
 SHORT = {"task.k": "k", "task.n_bases": "nb", "seed": "s", "train.lr": "lr", "train.batch_size": "bs",
          "task.direction": "dir", "model.n_layers": "nl", "model.d_model": "dm", "train.weight_decay": "wd",
          "train.steps": "st", "task.len_a": "la", "task.len_b": "lb", "task.len_z": "lz"}
 ALWAYS = ("task.k", "task.n_bases", "seed")  # always in the folder name
-ACC_THRESHOLD = 0.99
 
 
 # ---------------------------------------------------------------------------- values
@@ -276,7 +284,9 @@ class Sweep:
 
     @classmethod
     def create(cls, path: str | Path, spec: SweepSpec) -> Sweep:
-        """Make (or extend) the sweep folder at `path`; every point is validated before writing."""
+        """Make (or extend) the sweep folder at `path`; every point is validated before writing.
+        Reading, extending and writing sweep.json happen under a lock on the sweep folder, so
+        two processes creating or extending one sweep at once both land in its sweep.json."""
         spec.validate()
         spec.runs()
         path = Path(path)
@@ -285,14 +295,19 @@ class Sweep:
         if path.exists() and not path.is_dir():
             raise InterpError(f"{path} is a file; a sweep needs a folder")
         if (path / SWEEP_FILE).exists():
-            spec = cls.open(path).spec.extended_by(spec)
-            spec.runs()
-        elif path.exists() and any(path.iterdir()):
-            raise InterpError(f"{path} exists, is not empty and is not a sweep; choose another folder")
+            cls.open(path).spec.extended_by(spec).runs()  # refuse before writing anything (the lock file)
+        else:
+            _check_empty(path)
         path.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path / SWEEP_FILE, {"format": FORMAT, **spec.to_dict(),
-                                              "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(
-                                                  timespec="seconds")})
+        with _locked(path):
+            if (path / SWEEP_FILE).exists():  # perhaps written by another process since the checks above
+                spec = cls.open(path).spec.extended_by(spec)
+                spec.runs()
+            else:
+                _check_empty(path)
+            atomic_write_json(path / SWEEP_FILE, {"format": FORMAT, **spec.to_dict(),
+                                                  "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(
+                                                      timespec="seconds")})
         return cls(path, spec)
 
     @staticmethod
@@ -308,32 +323,47 @@ class Sweep:
 
     @property
     def runs(self) -> list[Run]:
-        """The Run of each point that has a run folder (points not started yet have none)."""
-        return [Run.open(self.path / name) for name, _, _ in self.points() if Run.is_run(self.path / name)]
+        """The Run of each point that has a usable run folder: not started points have none,
+        and damaged ones are left out (the table names them, with the reason)."""
+        return [st.run for st in self.states().values() if st.run is not None]
 
     def run(self, name: str) -> Run:
         return Run.open(self.path / name)
 
+    def examine(self, name: str) -> PointState:
+        """The state of one point (`interp.sweeps.state.examine`)."""
+        spec = next((spec for n, spec, _ in self.points() if n == name), None)
+        if spec is None:
+            raise InterpError(f"{name!r} is not a point of the sweep {self.path}")
+        return examine(self.path / name, spec)
+
+    def states(self) -> dict[str, PointState]:
+        """Every point's state, by folder name, in the sweep's order."""
+        return {name: examine(self.path / name, spec) for name, spec, _ in self.points()}
+
     def state_of(self, name: str) -> tuple[str, str | None]:
         """(status, error) of one point: done, running (its writer's lock is held), failed,
-        interrupted (checkpoints, not finished, nobody writing) or not started."""
-        path = self.path / name
-        if not Run.is_run(path):
-            return "not started", None
-        run = Run.open(path)
-        if run.writing:
-            return "running", None
-        status = run.status or {}
-        if status.get("state") == "done":
-            return "done", None
-        if status.get("state") == "failed":
-            return "failed", status.get("error")
-        return ("interrupted", None) if run.steps else ("not started", None)
+        damaged (the error says which file and why), interrupted (checkpoints, not finished,
+        nobody writing) or not started."""
+        st = self.examine(name)
+        return st.state, st.error
 
     def counts(self) -> dict[str, int]:
-        """How many points are in each state (done, running, failed, interrupted, not started)."""
-        states = [self.state_of(name)[0] for name, _, _ in self.points()]
-        return {state: states.count(state) for state in ("done", "running", "failed", "interrupted", "not started")}
+        """How many points are in each state (every state of STATES, damaged included)."""
+        states = [st.state for st in self.states().values()]
+        return {state: states.count(state) for state in STATES}
+
+    def final_states(self, outcome) -> dict[str, tuple[str, str | None]]:
+        """(status, error) of every point after `train_sweep` returned `outcome`: what the run
+        folders say now, except that a run the executor reports failed without its folder
+        saying so (a worker that died before writing its status) is failed."""
+        failed = {r["name"]: r["error"] for r in outcome.results if r["state"] == "failed"}
+        out = {}
+        for name, st in self.states().items():
+            out[name] = (st.state, st.error)
+            if name in failed and st.state in ("interrupted", "not started"):
+                out[name] = ("failed", failed[name])
+        return out
 
     def table(self):
         """One row per point (pandas): axis values, K, D, direction, seed, lr, batch size, status,
@@ -343,24 +373,29 @@ class Sweep:
         import pandas as pd
 
         rows = []
-        for name, spec, combo in self.points():
-            state, error = self.state_of(name)
-            row = {"run": name, "status": state, "error": error, **combo}
-            row.update(_identity(spec))
-            row.update(_measures(self.path / name, spec, state))
+        combos = {name: combo for name, _, combo in self.points()}
+        for name, st in self.states().items():
+            spec = st.spec  # what the run's run.json says (None when unreadable), never sweep.json's claim
+            row = {"run": name, "status": st.state, "error": st.error,
+                   **{f: (math.nan if spec is None else spec.get(f)) for f in combos[name]}}
+            row.update(identity(spec))
+            try:
+                row.update(measures(st.run if st.state != "damaged" else None, spec, st.state))
+            except InterpError as exc:  # damaged in a way only the summary reads (or since it was examined)
+                row.update(measures(None, spec, "damaged"), status="damaged", error=str(exc))
             rows.append(row)
         df = pd.DataFrame(rows)
-        for column in ("steps_run",):
-            df[column] = df[column].astype("Int64")
+        df["steps_run"] = df["steps_run"].astype("Int64")
         return df
 
-    def status_lines(self) -> list[str]:
-        """One human line per run: axes, status, steps, tau, wall time."""
+    def status_lines(self, table=None) -> list[str]:
+        """One human line per run: axes, status, steps, tau, wall time (of `table`, default
+        `self.table()`); a value a damaged run's run.json cannot tell is "?"."""
         import pandas as pd
 
-        df = self.table()
+        df = self.table() if table is None else table
         records = df.to_dict("records")
-        axes_of = [" ".join(f"{f}={r[f]}" for f in self.spec.fields) for r in records]
+        axes_of = [" ".join(f"{f}={_cell(f, r[f])}" for f in self.spec.fields) for r in records]
         width = max([32, *map(len, axes_of)])
         name_width = max([28, *(len(r["run"]) for r in records)])
         lines = []
@@ -369,10 +404,10 @@ class Sweep:
             if r.get("censored_tau_half"):
                 tau = f">{r['steps_run']}"
             wall = "-" if _nan(r["wall_seconds"]) else f"{r['wall_seconds']:.0f} s"
-            steps = "-" if pd.isna(r["steps_run"]) else f"{r['steps_run']}/{r['planned_steps']}"
+            steps = "-" if pd.isna(r["steps_run"]) else f"{r['steps_run']}/{_cell('train.steps', r['planned_steps'])}"
             line = (f"{r['run']:<{name_width}} {axes:<{width}} {r['status']:<12} steps {steps:<12} "
                     f"tau_half {tau:<7} wall {wall}")
-            if r["error"]:
+            if isinstance(r["error"], str) and r["error"]:  # pandas shows a missing one as NaN
                 line += f"  error: {r['error']}"
             lines.append(line)
         return lines
@@ -382,101 +417,27 @@ def _nan(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _identity(spec: RunSpec) -> dict:
-    return {"k": spec.task.k, "n_bases": spec.task.n_bases, "D": spec.task.dataset_size,
-            "direction": spec.task.direction, "seed": spec.seed, "lr": spec.train.lr,
-            "batch_size": spec.train.batch_size, "planned_steps": spec.train.steps}
+def _check_empty(path: Path) -> None:
+    """Refuse a folder that holds anything but the sweep's own lock (and another writer's temporary files)."""
+    if path.is_dir() and any(p.name != SWEEP_LOCK and not p.name.endswith(".tmp") for p in path.iterdir()):
+        raise InterpError(f"{path} exists, is not empty and is not a sweep; choose another folder")
 
 
-MEASURES = ("tau_half", "tau_window", "t_start", "t_end", "plateau_height", "snap_step",
-            "steps_to_acc_cand_99", "steps_to_exact_99")
-CENSORABLE = ("tau_half", "tau_window", "snap_step", "steps_to_acc_cand_99", "steps_to_exact_99")
-
-
-def _first_at_least(steps: list[int], values: list[float], threshold: float) -> int | None:
-    for s, v in zip(steps, values):
-        if not _nan(v) and v >= threshold:
-            return s
-    return None
-
-
-def _measures(path: Path, spec: RunSpec, state: str) -> dict:
-    """Transition times of one run from its metrics log; a finished run that never reached a
-    threshold is censored (flag True, value NaN), never a silent NaN."""
-    from interp.summary import run_summary
-
-    out: dict = {m: math.nan for m in MEASURES}
-    out.update({f"censored_{m}": False for m in CENSORABLE})
-    out.update({"steps_run": None, "wall_seconds": math.nan})
-    if not Run.is_run(path):
-        out["censored"] = False
-        return out
-    run = Run.open(path)
-    summary = run_summary(run)
-    series = run.metric_series("acc_cand", "acc_exact")
-    out["steps_run"] = summary["last_evaluated"]
-    out["wall_seconds"] = math.nan if summary.get("wall_seconds") is None else float(summary["wall_seconds"])
-    has_cand = spec.task.direction in ("bz_to_a", "b_to_a")
-    values = {
-        "tau_half": summary["tau_half"], "tau_window": summary["tau_window"],
-        "t_start": summary["window_start"], "t_end": summary["window_end"],
-        "plateau_height": summary["plateau_height"], "snap_step": summary["snap_step"],
-        "steps_to_acc_cand_99": _first_at_least(series["step"], series["acc_cand"], ACC_THRESHOLD) if has_cand else None,
-        "steps_to_exact_99": _first_at_least(series["step"], series["acc_exact"], ACC_THRESHOLD),
-    }
-    for name, value in values.items():
-        out[name] = math.nan if value is None else float(value)
-    defined = {"tau_half": has_cand, "tau_window": has_cand, "snap_step": has_cand,
-               "steps_to_acc_cand_99": has_cand, "steps_to_exact_99": True}
-    for name in CENSORABLE:
-        out[f"censored_{name}"] = bool(state == "done" and defined[name] and values[name] is None)
-    out["censored"] = out["censored_tau_half"]
-    return out
-
-
-# ---------------------------------------------------------------------------- training a sweep
-def train_sweep(
-    sweep: Sweep,
-    backend: str = "local",
-    workers: int = 1,
-    threads: int | None = None,
-    device: str = "cpu",
-    address: str | None = None,
-    cpus_per_run: int | float = 1,
-    gpus_per_run: int | float = 0,
-    progress: bool = True,
-):
-    """Train every point of `sweep` that is not done yet, on `backend` ("local": a pool of
-    `workers` processes with `threads` torch threads each; "ray": Ray tasks). Finished runs are
-    skipped, interrupted ones resumed; a failed run is recorded and the others go on.
-    Returns the executor's Outcome (one result per trained point). The local pool's workers
-    import the calling script again: call this under `if __name__ == "__main__":`."""
-    from tqdm.auto import tqdm
-
-    from interp.sweeps import executors
-
-    if backend not in executors.BACKENDS:
-        raise InterpError(f"unknown backend {backend!r}; allowed: {', '.join(executors.BACKENDS)}")
-    if not isinstance(workers, int) or workers < 1:
-        raise InterpError(f"workers must be a positive integer, got {workers!r}")
-    points = sweep.points()
-    todo = [(str(sweep.path / name), spec.to_dict()) for name, spec, _ in points
-            if sweep.state_of(name)[0] != "done"]
-    bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=f"sweep {sweep.name}", unit="run",
-               disable=not progress, dynamic_ncols=True)
-    failures = []
-
-    def on_result(result: dict) -> None:
-        if result["state"] == "failed":
-            failures.append(result["name"])
-            bar.write(f"interp: run failed: {result['name']}: {result['error']}", file=sys.stderr)
-        bar.update(1)
-        bar.set_postfix_str(f"{len(failures)} failed" if failures else "")
-
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive OS lock on the sweep folder's lock file, waited for (held for milliseconds)."""
+    fd = os.open(path / SWEEP_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        if backend == "ray":
-            return executors.run_ray(todo, address=address, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run,
-                                     device=device, on_result=on_result)
-        return executors.run_local(todo, workers=workers, threads=threads, device=device, on_result=on_result)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        bar.close()
+        os.close(fd)
+
+
+def _cell(field: str, value) -> str:
+    """A table value as the status line shows it: "?" for NaN, an int field as an int."""
+    if _nan(value):
+        return "?"
+    if isinstance(value, float) and field_type(field) == "int" and value.is_integer():
+        return str(int(value))
+    return str(value)

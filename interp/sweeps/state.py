@@ -1,0 +1,182 @@
+"""The state of one point of a sweep, read from its run folder alone.
+
+A point is `done`, `running` (some process holds its run's writer lock), `failed` (its
+status.json says so, with the error), `interrupted` (checkpoints, unfinished, nobody
+writing), `not started`, or `damaged`: its folder cannot be trusted as this point's run,
+and the reason names the file. Damaged is a run.json that cannot be read or whose spec is
+not the point's spec in sweep.json (the fields are named), a status.json, manifest.json or
+metrics.jsonl that cannot be read, a checkpoint the manifest lists that is missing or of
+another size, or a folder without run.json that holds files. A damaged run is never
+trained, resumed or fitted; the table shows what its run.json says (or NaN), never what
+sweep.json claims. Reading never takes a lock and never imports torch.
+
+`identity` and `measures` are a point's columns of the sweep table (`Sweep.table()`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from interp.errors import InterpError
+from interp.runs import LOCK_FILE, RUN_FILE, STATES as RUN_STATES, STATUS_FILE, Run, RunLock
+from interp.spec import RunSpec, dotted_names
+
+STATES = ("done", "running", "failed", "damaged", "interrupted", "not started")
+ACC_THRESHOLD = 0.99
+
+
+@dataclass
+class PointState:
+    """What a point's run folder says: its state, the error or the reason it is damaged, the
+    opened Run (None when its run.json is unreadable or not the point's), and the spec its
+    run.json holds (the point's own spec before the run exists; None when unreadable)."""
+
+    state: str
+    error: str | None = None
+    run: Run | None = None
+    spec: RunSpec | None = None
+
+
+def spec_differences(have: RunSpec, want: RunSpec) -> list[str]:
+    """The dotted fields where two specs differ, in the spec's field order."""
+    return [name for name in dotted_names() if have.get(name) != want.get(name)]
+
+
+def _shown(value) -> str:
+    return "none" if value is None else str(value)
+
+
+def mismatch(run_file: Path, have: RunSpec, want: RunSpec) -> str:
+    """"S/k4-nb24-s0/run.json says train.lr=0.003, sweep.json's point says train.lr=0.005"."""
+    names = spec_differences(have, want)
+    if not names:
+        return f"{run_file} holds another spec than sweep.json's point"
+    ours = ", ".join(f"{n}={_shown(have.get(n))}" for n in names)
+    theirs = ", ".join(f"{n}={_shown(want.get(n))}" for n in names)
+    return (f"{run_file} says {ours}, sweep.json's point says {theirs} "
+            f"(one of them was edited; move the run folder away to train the point again)")
+
+
+def holder(path: Path) -> str:
+    """Who holds a run folder's writer lock ("pid 123 on host"), as far as it says."""
+    return RunLock(Path(path)).holder() or "unknown pid"
+
+
+def busy_message(path: Path) -> str:
+    return f"{path} is being trained by another process ({holder(path)})"
+
+
+def _check_files(run: Run) -> dict | None:
+    """Read what a finished or interrupted run's state rests on; an InterpError names the file."""
+    status = run.status
+    if (run.path / STATUS_FILE).exists():
+        if not isinstance(status, dict) or status.get("state") not in RUN_STATES:
+            raise InterpError(f"{run.path / STATUS_FILE} is not a run status (a JSON object whose state is one "
+                              f"of {', '.join(RUN_STATES)})")
+    for step, entry in run.manifest().items():
+        file = run.path / entry["file"]
+        if not file.is_file():
+            raise InterpError(f"{run.path / 'manifest.json'} lists {entry['file']} (step {step}), which is missing")
+        size = entry.get("bytes")
+        if isinstance(size, int) and file.stat().st_size != size:
+            raise InterpError(f"{file} has {file.stat().st_size} bytes; manifest.json says {size}")
+    run.metric_rows()
+    return status
+
+
+def examine(path: str | Path, want: RunSpec) -> PointState:
+    """The state of the point whose spec is `want` and whose run folder is `path`."""
+    path = Path(path)
+    if not Run.is_run(path):
+        if not path.exists():
+            return PointState("not started", spec=want)
+        if not path.is_dir():
+            return PointState("damaged", f"{path} is a file, not a run folder")
+        if RunLock(path).is_locked():  # being created by another process right now
+            return PointState("running", None, spec=want)
+        extra = sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE)
+        if extra:
+            return PointState("damaged", f"{path} has no {RUN_FILE} but holds {', '.join(extra[:3])}"
+                                         f"{' ...' if len(extra) > 3 else ''}: not a run folder "
+                                         f"(move it away to train the point again)")
+        return PointState("not started", spec=want)
+    try:
+        run = Run.open(path)
+    except InterpError as exc:
+        return PointState("damaged", str(exc))
+    if run.spec != want:
+        return PointState("damaged", mismatch(path / RUN_FILE, run.spec, want), spec=run.spec)
+    if run.writing:
+        return PointState("running", None, run, run.spec)
+    try:
+        status = _check_files(run)
+    except InterpError as exc:
+        return PointState("damaged", str(exc), spec=run.spec)
+    state = (status or {}).get("state")
+    if state == "done":
+        return PointState("done", None, run, run.spec)
+    if state == "failed":
+        return PointState("failed", status.get("error"), run, run.spec)
+    return PointState("interrupted" if run.steps else "not started", None, run, run.spec)
+
+
+# ---------------------------------------------------------------------------- a point's table row
+def identity(spec: RunSpec | None) -> dict:
+    if spec is None:
+        return dict.fromkeys(("k", "n_bases", "D", "direction", "seed", "lr", "batch_size", "planned_steps"),
+                             math.nan)
+    return {"k": spec.task.k, "n_bases": spec.task.n_bases, "D": spec.task.dataset_size,
+            "direction": spec.task.direction, "seed": spec.seed, "lr": spec.train.lr,
+            "batch_size": spec.train.batch_size, "planned_steps": spec.train.steps}
+
+
+MEASURES = ("tau_half", "tau_window", "t_start", "t_end", "plateau_height", "snap_step",
+            "steps_to_acc_cand_99", "steps_to_exact_99")
+CENSORABLE = ("tau_half", "tau_window", "snap_step", "steps_to_acc_cand_99", "steps_to_exact_99")
+
+
+def _nan(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _first_at_least(steps: list[int], values: list[float], threshold: float) -> int | None:
+    for s, v in zip(steps, values):
+        if not _nan(v) and v >= threshold:
+            return s
+    return None
+
+
+def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
+    """Transition times of one run from its metrics log; a finished run that never reached a
+    threshold is censored (flag True, value NaN), never a silent NaN. No run (not started,
+    or damaged): every value NaN, nothing censored."""
+    from interp.summary import run_summary
+
+    out: dict = {m: math.nan for m in MEASURES}
+    out.update({f"censored_{m}": False for m in CENSORABLE})
+    out.update({"steps_run": None, "wall_seconds": math.nan})
+    if run is None:
+        out["censored"] = False
+        return out
+    summary = run_summary(run)
+    series = run.metric_series("acc_cand", "acc_exact")
+    out["steps_run"] = summary["last_evaluated"]
+    out["wall_seconds"] = math.nan if summary.get("wall_seconds") is None else float(summary["wall_seconds"])
+    has_cand = spec.task.direction in ("bz_to_a", "b_to_a")
+    values = {
+        "tau_half": summary["tau_half"], "tau_window": summary["tau_window"],
+        "t_start": summary["window_start"], "t_end": summary["window_end"],
+        "plateau_height": summary["plateau_height"], "snap_step": summary["snap_step"],
+        "steps_to_acc_cand_99": _first_at_least(series["step"], series["acc_cand"], ACC_THRESHOLD) if has_cand else None,
+        "steps_to_exact_99": _first_at_least(series["step"], series["acc_exact"], ACC_THRESHOLD),
+    }
+    for name, value in values.items():
+        out[name] = math.nan if value is None else float(value)
+    defined = {"tau_half": has_cand, "tau_window": has_cand, "snap_step": has_cand,
+               "steps_to_acc_cand_99": has_cand, "steps_to_exact_99": True}
+    for name in CENSORABLE:
+        out[f"censored_{name}"] = bool(state == "done" and defined[name] and values[name] is None)
+    out["censored"] = out["censored_tau_half"]
+    return out
