@@ -37,5 +37,6 @@ def parse_sweep(description: str, default: str):
 def status_line(sweep) -> str:
     table = sweep.table()
     counts = table["status"].value_counts().to_dict()
-    return (f"{sweep.path}: {len(table)} runs, {counts.get('done', 0)} done, {counts.get('failed', 0)} failed, "
-            f"{int(table['censored'].fillna(False).sum())} censored")
+    damaged = f", {counts['damaged']} damaged (left out)" if counts.get("damaged") else ""
+    return (f"{sweep.path}: {len(table)} runs, {counts.get('done', 0)} done, {counts.get('failed', 0)} failed"
+            f"{damaged}, {int(table['censored'].fillna(False).sum())} censored")

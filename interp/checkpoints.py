@@ -109,6 +109,14 @@ class ResumeState:
     identity: dict | None = None  # IDENTITY_FIELDS of the run it belongs to; None: written by an older interp
 
 
+def weights_match(params: dict[str, Tensor], checkpoint: bytes) -> bool:
+    """Whether `params` (float32, from a resume state) are the checkpoint's weights, compared in
+    the checkpoint's dtype: how a resume state without a recorded identity is tied to its run."""
+    saved = st_load(checkpoint)
+    return saved.keys() == params.keys() and all(
+        torch.equal(params[name].to(saved[name].dtype), saved[name]) for name in saved)
+
+
 def resume_bytes(step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
                  generators: dict[str, torch.Generator], extra: dict, identity: dict) -> bytes:
     """Everything needed to continue bit-exactly from `step` (float32 parameters, AdamW, RNG),

@@ -76,7 +76,6 @@ def _read_json(path: Path, what: str):
 
 class RunLock(WriterLock):
     """The writer's lock of the run folder `run_path` (its `.lock`; `interp.files.WriterLock`)."""
-
     def __init__(self, run_path: Path):
         super().__init__(Path(run_path) / LOCK_FILE)
 
@@ -431,25 +430,15 @@ class Run:
         return state
 
     def _check_resume(self, state, path: Path, manifest: dict[int, dict]) -> None:
+        from interp.checkpoints import weights_match
+
         ident, run_file, listed = state.identity, self.path / RUN_FILE, self.path / MANIFEST_FILE
-        if ident is None:
-            raise InterpError(f"{path} records no run identity (an older interp wrote it), so it cannot be checked "
-                              f"against {run_file}; it cannot be resumed: train the run again into a new folder")
-        if ident.get("seed") != self.spec.seed:
-            raise InterpError(f"{path} belongs to another run: it was saved with seed {ident.get('seed')!r}, "
-                              f"{run_file} says seed {self.spec.seed}")
-        if ident.get("spec_sha256") != spec_sha256(self.info["spec"], ignore_steps=True):
-            raise InterpError(f"{path} belongs to another run: its spec hash differs from {run_file}'s spec "
-                              f"(train.steps aside)")
-        if ident.get("step") != state.step:
+        if ident is not None and ident.get("step") != state.step:
             raise InterpError(f"{path} is inconsistent: its identity says step {ident.get('step')!r}, its state "
                               f"step {state.step}")
         if state.step not in manifest:
             raise InterpError(f"{path} continues from step {state.step}, which {listed} does not list")
         entry = manifest[state.step]
-        if ident.get("checkpoint_sha256") != entry["sha256"]:
-            raise InterpError(f"{path} belongs to another run: its step {state.step} checkpoint hash differs "
-                              f"from the one {listed} lists")
         checkpoint = self.path / entry["file"]
         try:
             data = checkpoint.read_bytes()
@@ -459,6 +448,20 @@ class Run:
         if sha256_bytes(data) != entry["sha256"]:
             raise InterpError(f"{checkpoint} is corrupt or truncated: its SHA-256 does not match {listed}; it is "
                               f"the checkpoint at step {state.step}, from which {path} continues")
+        if ident is None:  # an older interp's state: it belongs here if its weights are this run's checkpoint
+            if not weights_match(state.params, data):
+                raise InterpError(f"{path} belongs to another run: it records no run identity (an older interp "
+                                  f"wrote it) and its weights differ from {checkpoint}")
+            return
+        if ident.get("seed") != self.spec.seed:
+            raise InterpError(f"{path} belongs to another run: it was saved with seed {ident.get('seed')!r}, "
+                              f"{run_file} says seed {self.spec.seed}")
+        if ident.get("spec_sha256") != spec_sha256(self.info["spec"], ignore_steps=True):
+            raise InterpError(f"{path} belongs to another run: its spec hash differs from {run_file}'s spec "
+                              f"(train.steps aside)")
+        if ident.get("checkpoint_sha256") != entry["sha256"]:
+            raise InterpError(f"{path} belongs to another run: its step {state.step} checkpoint hash differs "
+                              f"from the one {listed} lists")
 
     def write_status(self, state: str, **fields) -> None:
         self._require_writer()

@@ -96,7 +96,6 @@ def test_another_runs_resume_state_is_refused(copy, runs, capsys):
     ({"seed": 7}, "saved with seed 7"),
     ({"checkpoint_sha256": "0" * 64}, "its step 30 checkpoint hash differs"),
     ({"step": 20}, "its identity says step 20"),
-    ({"identity": None}, "records no run identity"),
 ])
 def test_each_identity_field_is_checked(copy, capsys, changes, fragment):
     _rewrite_identity(copy / RESUME_FILE, **changes)
@@ -105,6 +104,23 @@ def test_each_identity_field_is_checked(copy, capsys, changes, fragment):
     assert _snapshot(copy) == before
     with pytest.raises(InterpError, match=fragment):  # the library's own path (sweeps, `train(run)`) too
         Run.open(copy).load_resume()
+
+
+def test_an_older_resume_state_is_tied_to_its_run_by_its_weights(copy, runs, capsys):
+    """A state written before identities were recorded resumes only where its weights are the
+    run's checkpoint at its step."""
+    _rewrite_identity(copy / RESUME_FILE, identity=None)
+    assert Run.open(copy).load_resume().identity is None
+    shutil.copy(runs["r1"] / RESUME_FILE, copy / "r1.safetensors")
+    _rewrite_identity(copy / "r1.safetensors", identity=None)
+    shutil.move(copy / "r1.safetensors", copy / RESUME_FILE)
+    before = _snapshot(copy)
+    _refused(capsys, _resume(copy), "records no run identity", "its weights differ from")
+    assert _snapshot(copy) == before
+    shutil.copy(runs["r"] / RESUME_FILE, copy / RESUME_FILE)
+    _rewrite_identity(copy / RESUME_FILE, identity=None)
+    assert main(_resume(copy)) == 0  # its own older state: continued
+    assert Run.open(copy).steps[-1] == 33
 
 
 def test_the_identity_survives_a_change_of_steps(copy):
