@@ -5,6 +5,7 @@
     model = run.model(run.steps[-1])     # a transformer_lens.HookedTransformer
     interp.tau(run)                      # tau_half; interp.tau(run, kind="window")
     sw = interp.Sweep.open("sweeps/k")   # a family of runs; sw.table()
+    f = interp.fork(run, "tau/2", "full_batch", steps=1000, out="forks/fb")   # continue a frozen state
 
 Names are imported on first use, so `import interp` (and the `interp` command's quick paths:
 --help, ls, show, bad input) never loads torch or TransformerLens.
@@ -29,6 +30,8 @@ _LAZY = {
     "tau": "interp.transition",
     "Sweep": "interp.sweeps.sweep",
     "SweepSpec": "interp.sweeps.sweep",
+    "fork": "interp.forks.fork",
+    "ForkFamily": "interp.forks.family",
 }
 
 

@@ -379,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     from interp.cli_sweep import add_parsers
 
     add_parsers(sub)
+    from interp.cli_fork import add_parsers as add_fork_parsers
+
+    add_fork_parsers(sub)
 
     p = sub.add_parser("ls", help="one line per run or sweep in a folder")
     p.add_argument("folder", nargs="?", default="checkpoints")

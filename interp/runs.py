@@ -6,13 +6,17 @@ Layout of a run folder:
     metrics.jsonl        one JSON object per evaluated step (append-only)
     manifest.json        saved steps -> checkpoint file, SHA-256 and size
     checkpoints/         step_0001200.safetensors: model parameters only
+    states/              step_0001200.safetensors: the optimizer-complete state at that checkpoint
+                         (parameters, AdamW moments and step, batch RNG), with --save-optimizer only
     resume.safetensors   parameters, optimizer state and RNG state of the latest checkpoint
     status.json          how the last training session ended: done / failed, wall seconds, error
     .lock                held (an OS file lock) by the one process writing the run
     cache/               analysis results (written by callers of the analyses, never by them)
 
 Every file is written atomically (temporary file + rename; the writer removes temporaries a
-killed writer left). run.json carries the hash of its spec, so a hand-edited spec is refused;
+killed writer left). run.json carries the hash of its spec (and a fork's the hash of its fork block), so a
+hand-edited spec is refused; it also records how each training session ran (device, threads), which a replay
+of the optimizer state must match (`interp.forks.state`);
 the resume state records the run it belongs to (spec hash, seed, step, checkpoint hash). Checkpoints are safetensors and
 their hashes are checked on load; nothing is ever unpickled. Reading a run never takes the
 lock and never imports torch until a checkpoint is loaded (`interp ls` and `interp show`
@@ -35,15 +39,9 @@ from interp.files import (WriterLock, append_line, atomic_write_bytes, atomic_wr
                           remove_temporaries, sha256_bytes)
 from interp.spec import VOCAB_SIZE, RunSpec, spec_sha256
 
-FORMAT = 1
-RUN_FILE = "run.json"
-MANIFEST_FILE = "manifest.json"
-METRICS_FILE = "metrics.jsonl"
-RESUME_FILE = "resume.safetensors"
-STATUS_FILE = "status.json"
-LOCK_FILE = ".lock"
-CHECKPOINT_DIR = "checkpoints"
-CACHE_DIR = "cache"
+from interp.run_layout import (CACHE_DIR, CHECKPOINT_DIR, FORMAT, LOCK_FILE, MANIFEST_FILE,  # noqa: F401 - re-exported
+                               METRICS_FILE, RESUME_FILE, RUN_FILE, STATE_DIR, STATUS_FILE)
+
 PACKAGES = ("interp", "torch", "transformer-lens", "numpy", "safetensors", "pandas")
 STATES = ("done", "failed", "interrupted")
 
@@ -96,6 +94,9 @@ class Run:
         if stored is not None and stored != spec_sha256(info["spec"]):
             raise InterpError(f"{self.path / RUN_FILE}: its spec does not match the hash it was written with "
                               f"(edited by hand?); a run's spec cannot be changed, only --steps by a resume")
+        if "fork" in info and info.get("fork_sha256") != fork_sha256(info["fork"]):
+            raise InterpError(f"{self.path / RUN_FILE}: its fork block does not match the hash it was written with "
+                              f"(edited by hand?); a fork's parent and arm cannot be changed")
         self.info = info
         self.spec = spec
         self._task = None
@@ -120,8 +121,9 @@ class Run:
         return cls(path, info)
 
     @classmethod
-    def create(cls, path: str | Path, spec: RunSpec) -> Run:
-        """Make a new run folder for `spec` and hold its lock; refuses to touch an existing run."""
+    def create(cls, path: str | Path, spec: RunSpec, fork: dict | None = None) -> Run:
+        """Make a new run folder for `spec` and hold its lock; refuses to touch an existing run.
+        `fork` is a fork's block (its parent and arm: `interp.forks`), stored with its hash."""
         spec.validate()
         path = Path(path)
         check_new_folder(path)
@@ -136,6 +138,8 @@ class Run:
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "versions": package_versions(),
         }
+        if fork is not None:
+            info.update(fork=fork, fork_sha256=fork_sha256(fork))
         made = not path.exists()
         path.mkdir(parents=True, exist_ok=True)
         run = cls(path, info)
@@ -170,6 +174,7 @@ class Run:
         own = "|".join(re.escape(name) for name in (RUN_FILE, MANIFEST_FILE, METRICS_FILE, RESUME_FILE, STATUS_FILE))
         remove_temporaries(self.path, own)
         remove_temporaries(self.path / CHECKPOINT_DIR, r"step_\d+\.safetensors")
+        remove_temporaries(self.path / STATE_DIR, r"step_\d+\.safetensors")
 
     def release(self) -> None:
         self._lock.release()
@@ -404,64 +409,36 @@ class Run:
 
     def load_resume(self):
         """The resume state (`interp.checkpoints.ResumeState`), checked to belong to this run, or
-        None when the run has none and nothing saved past step 0 (training starts at step 0 and
-        saves step 0 again, identically). Refused, naming the file: a missing resume state once
-        later checkpoints exist, a damaged one, one of another run (its spec hash, seed or
-        checkpoint hash differ) or without an identity (an older interp's), a missing or damaged
-        checkpoint at its step, and a metrics log that is missing, unreadable or lacks that step."""
-        from interp.checkpoints import read_resume
+        None when the run has none and nothing saved past step 0 (`interp.run_states.load_resume`)."""
+        from interp.run_states import load_resume
 
-        path, metrics = self.path / RESUME_FILE, self.path / METRICS_FILE
-        manifest = self.manifest()
-        rows = self.metric_rows()
-        if not path.exists():
-            if any(step > 0 for step in manifest):
-                raise InterpError(f"{path} is missing, but the run has checkpoints up to step {max(manifest)}: it "
-                                  f"cannot be continued (starting over would overwrite them); train again into a new folder")
-            return None
-        if not metrics.exists():
-            raise InterpError(f"{metrics} is missing, but the run has checkpoints up to step {max(manifest, default=0)}: "
-                              f"resuming would lose its history; restore the file or train again into a new folder")
-        state = read_resume(path)
-        self._check_resume(state, path, manifest)
-        if not any(row["step"] == state.step for row in rows):
-            raise InterpError(f"{metrics} has no row for step {state.step}, where {path} continues: "
-                              f"the metrics log was truncated or replaced")
-        return state
+        return load_resume(self)
 
-    def _check_resume(self, state, path: Path, manifest: dict[int, dict]) -> None:
-        from interp.checkpoints import weights_match
+    def save_state(self, step: int, model, optimizer, generators: dict, extra: dict) -> None:
+        """Keep the optimizer-complete state at `step` beside its checkpoint (`--save-optimizer`)."""
+        from interp.run_states import save_state
 
-        ident, run_file, listed = state.identity, self.path / RUN_FILE, self.path / MANIFEST_FILE
-        if ident is not None and ident.get("step") != state.step:
-            raise InterpError(f"{path} is inconsistent: its identity says step {ident.get('step')!r}, its state "
-                              f"step {state.step}")
-        if state.step not in manifest:
-            raise InterpError(f"{path} continues from step {state.step}, which {listed} does not list")
-        entry = manifest[state.step]
-        checkpoint = self.path / entry["file"]
-        try:
-            data = checkpoint.read_bytes()
-        except FileNotFoundError:
-            raise InterpError(f"{checkpoint} is missing: it is the checkpoint at step {state.step}, "
-                              f"from which {path} continues") from None
-        if sha256_bytes(data) != entry["sha256"]:
-            raise InterpError(f"{checkpoint} is corrupt or truncated: its SHA-256 does not match {listed}; it is "
-                              f"the checkpoint at step {state.step}, from which {path} continues")
-        if ident is None:  # an older interp's state: it belongs here if its weights are this run's checkpoint
-            if not weights_match(state.params, data):
-                raise InterpError(f"{path} belongs to another run: it records no run identity (an older interp "
-                                  f"wrote it) and its weights differ from {checkpoint}")
-            return
-        if ident.get("seed") != self.spec.seed:
-            raise InterpError(f"{path} belongs to another run: it was saved with seed {ident.get('seed')!r}, "
-                              f"{run_file} says seed {self.spec.seed}")
-        if ident.get("spec_sha256") != spec_sha256(self.info["spec"], ignore_steps=True):
-            raise InterpError(f"{path} belongs to another run: its spec hash differs from {run_file}'s spec "
-                              f"(train.steps aside)")
-        if ident.get("checkpoint_sha256") != entry["sha256"]:
-            raise InterpError(f"{path} belongs to another run: its step {state.step} checkpoint hash differs "
-                              f"from the one {listed} lists")
+        self._require_writer()
+        save_state(self, step, model, optimizer, generators, extra)
+
+    @property
+    def fork(self) -> dict | None:
+        """The fork block of run.json (parent, step, arm, params, seed) or None for a plain run."""
+        return self.info.get("fork")
+
+    def record_training(self, entry: dict) -> None:
+        """Record how a training session from `entry["from_step"]` ran (device, threads, compile):
+        what a replay must match. Sessions from that step on are replaced (they are rewritten)."""
+        self._require_writer()
+        kept = [e for e in self.info.get("training", []) if e.get("from_step", 0) < entry["from_step"]]
+        if kept and {k: v for k, v in kept[-1].items() if k != "from_step"} == {
+                k: v for k, v in entry.items() if k != "from_step"}:
+            sessions = kept  # the same settings continue
+        else:
+            sessions = kept + [entry]
+        if sessions != self.info.get("training"):
+            self.info = {**self.info, "training": sessions}
+            atomic_write_json(self.path / RUN_FILE, self.info)
 
     def write_status(self, state: str, **fields) -> None:
         self._require_writer()
@@ -485,6 +462,11 @@ class Run:
             f"Run({str(self.path)!r}, {s.task.direction}, K={s.task.k}, D={s.task.dataset_size}, "
             f"seed={s.seed}, {n})"
         )
+
+
+def fork_sha256(block: dict) -> str:
+    """SHA-256 of a fork block's canonical JSON (what run.json's `fork_sha256` holds)."""
+    return sha256_bytes(json.dumps(block, sort_keys=True, separators=(",", ":")).encode())
 
 
 def check_new_folder(path: Path) -> None:

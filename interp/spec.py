@@ -216,6 +216,8 @@ class TrainSpec:
     # the resume state stays float32, so resuming is still exact)
     compile: bool = False  # torch.compile the training step's forward and backward (same weights
     # to float tolerance, not bit for bit, hence part of the spec)
+    save_optimizer: bool = False  # keep the optimizer-complete state beside every checkpoint (states/), so
+    # forks start from it without a replay; about 3x a float32 checkpoint each
 
     def validate(self) -> None:
         check_int("steps", self.steps, minimum=1)
@@ -235,7 +237,7 @@ class TrainSpec:
         check_float("min_lr_ratio", self.min_lr_ratio, low=0, high=1)
         if self.grad_clip is not None:
             check_float("grad_clip", self.grad_clip, low=0, low_open=True)
-        for name in ("early_checkpoints", "densify", "compile"):
+        for name in ("early_checkpoints", "densify", "compile", "save_optimizer"):
             _check_bool(name, getattr(self, name))
         if self.schedule not in SCHEDULES:
             raise InterpError(f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")

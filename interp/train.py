@@ -11,6 +11,7 @@ uninterrupted one would.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -21,13 +22,17 @@ from tqdm.auto import tqdm
 from interp.checkpoints import load_params
 from interp.devices import is_allocation_failure
 from interp.errors import InterpError
-from interp.metrics import batch_loss, evaluate_examples, summarize
+from interp.metrics import evaluate_examples, summarize
 from interp.model import build_model, to_device
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.spec import TrainSpec
+from interp.steps import MinibatchStep, build_optimizer, compiled
 from interp.task import VOCAB_SIZE, Task
 from interp.transition import LEAVE_FRACTION, SNAP_FRACTION
+
+_build_optimizer = build_optimizer  # the name older callers use
+_UNSET = object()
 
 EXACT_THRESHOLD = 0.99  # stop_after_exact counts from the first evaluation with exact match >= this
 EVAL_LOSSES = ("loss", "loss_first", "loss_cand", "loss_cand_first")  # all NaN / inf: training is stopped
@@ -57,25 +62,6 @@ def in_transition(loss_cand: float, previous: list[float], log_k: float) -> bool
     if math.isnan(loss_cand) or loss_cand >= LEAVE_FRACTION * log_k:
         return False
     return not any(v < SNAP_FRACTION * log_k for v in previous)
-
-
-def _build_optimizer(model: torch.nn.Module, spec: TrainSpec) -> torch.optim.AdamW:
-    # weight decay applies to every parameter, as torch.optim.AdamW does when given them all
-    return torch.optim.AdamW(
-        model.parameters(), lr=spec.lr, betas=(spec.beta1, spec.beta2), weight_decay=spec.weight_decay
-    )
-
-
-_UNSET = object()
-
-
-def compiled(model: torch.nn.Module):
-    """The model's forward through torch.compile (inductor), for the training step only; the
-    evaluation and the checkpoints use the model itself. The first steps pay the compile time."""
-    import torch._dynamo
-
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 16)
-    return torch.compile(model, dynamic=False)
 
 
 def train(
@@ -127,10 +113,29 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     optimizer = _build_optimizer(model, tspec)
     start = 0 if resume is None else resume.step
     base_seconds = 0.0
+    schedule = tspec  # a fork continues its parent's schedule (its lr scaled by a changed lr)
+    if run.fork is None:
+        stepper = MinibatchStep(forward, model, optimizer, tokens_all, layout.loss_pos, task.size, batch_gen,
+                                tspec, device)
+        generators = {"batches": batch_gen}
+    else:
+        from interp.forks.arm_steps import build_stepper
+
+        if resume is None:
+            raise InterpError(f"{run.path} is a fork without its starting state (resume.safetensors): make it "
+                              f"again with interp fork")
+        stepper, generators = build_stepper(run, forward, model, optimizer, tokens_all, device)
+        schedule = dataclasses.replace(tspec, steps=run.fork["parent_steps"])
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer)
-        batch_gen.set_state(resume.generators["batches"])
+        for name, gen in generators.items():
+            if name not in resume.generators:
+                raise InterpError(f"{run.path}: its resume state lacks the random stream {name!r}")
+            gen.set_state(resume.generators[name])
         base_seconds = float(resume.extra.get("wall_seconds", 0.0))
+    lr_scale = 1.0 if run.fork is None else tspec.lr / run.fork["parent_lr"]
+    run.record_training({"from_step": start, "device": torch.device(device).type,
+                         "threads": torch.get_num_threads(), "compile": tspec.compile})
     # a torn last line (a crash mid-write) and rows after the resume point are dropped
     run.rewrite_metrics(start if resume is not None else -1)
     run.clear_status()
@@ -167,7 +172,9 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     def checkpoint(step: int) -> None:
         nonlocal last_checkpoint
         run.save_checkpoint(step, model)
-        run.save_resume(step, model, optimizer, {"batches": batch_gen}, {"wall_seconds": seconds()})
+        run.save_resume(step, model, optimizer, generators, {"wall_seconds": seconds()})
+        if tspec.save_optimizer:
+            run.save_state(step, model, optimizer, generators, {"wall_seconds": seconds()})
         last_checkpoint = step
 
     # On the CPU, embedding gradients accumulate in a thread-dependent order unless
@@ -184,29 +191,23 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     step = start
     try:
         if start == 0:
-            row = evaluate(0, tspec.lr_at(1), math.nan)
+            row = evaluate(0, schedule.lr_at(1), math.nan)
             run.append_metrics({**row, "seconds": 0.0})
             history.append(row["loss_cand"])
             checkpoint(0)
         model.train()
         running, n_running = torch.zeros((), device=device), 0
         for step in range(start + 1, end + 1):
-            lr = tspec.lr_at(step)
+            lr = schedule.lr_at(step) * lr_scale
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            idx = torch.randint(task.size, (tspec.batch_size,), generator=batch_gen)
-            loss = batch_loss(forward, tokens_all[idx.to(device)], layout.loss_pos)
+            loss = stepper(step)
             if not bool(torch.isfinite(loss)):
                 raise InterpError(
-                    f"the training loss became {float(loss.detach())} at step {step} (lr {lr:g}): training diverged "
+                    f"the training loss became {float(loss)} at step {step} (lr {lr:g}): training diverged "
                     f"and was stopped; {kept()}. Try a lower --lr or --grad-clip"
                 )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if tspec.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tspec.grad_clip)
-            optimizer.step()
-            running += loss.detach()
+            running += loss
             n_running += 1
             bar.update(1)
 
@@ -215,6 +216,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
             if step % tspec.eval_every and not scheduled and not early_stop:
                 continue
             row = evaluate(step, lr, float(running) / max(n_running, 1))
+            row.update(getattr(stepper, "logged", dict)())  # a fork's realised update power since the last row
             running.zero_()
             n_running = 0
             run.append_metrics({**row, "seconds": seconds()})

@@ -66,7 +66,7 @@ class _Skip(Exception):
         self.state = state
 
 
-def _claim(path: Path, spec, wait: bool | float):
+def _claim(path: Path, spec, wait: bool | float, create: bool = True):
     """The point's Run with its writer lock held: created, or opened when it matches the point.
     Raises _Skip("damaged") for a folder holding another (or an unreadable) run, and
     _Skip("running") when another live process holds the lock past `wait`."""
@@ -78,6 +78,8 @@ def _claim(path: Path, spec, wait: bool | float):
     while True:
         try:
             if not Run.is_run(path):
+                if not create:  # a fork family's folders are made before training (interp.forks.family)
+                    raise _Skip("damaged", f"{path} is missing: it must be made before it is trained")
                 return Run.create(path, spec)
             try:
                 run = Run.open(path)
@@ -99,7 +101,7 @@ def _claim(path: Path, spec, wait: bool | float):
 
 
 def train_point(folder: str, spec: dict, device: str = "cpu", threads: int | None = None,
-                wait: bool | float = False) -> dict:
+                wait: bool | float = False, create: bool = True) -> dict:
     """Train one point of a sweep to its end: create its run folder, or resume it, or skip it
     when it is done. Never raises: returns {"name", "state", "seconds", "error", "steps",
     "trained"}, the state one of done, interrupted, failed, damaged (the folder holds an
@@ -121,7 +123,7 @@ def train_point(folder: str, spec: dict, device: str = "cpu", threads: int | Non
     result = result_of(path.name, "done")
     run = None
     try:
-        run = _claim(path, RunSpec.from_dict(spec), wait)
+        run = _claim(path, RunSpec.from_dict(spec), wait, create)
         if (run.status or {}).get("state") != "done":
             outcome = train(run, device=device, progress=False)
             result["trained"] = True
@@ -180,7 +182,7 @@ Job = tuple[str, dict]  # (run folder, spec as a dict)
 
 def run_local(jobs: list[Job], workers: int = 1, threads: int | None = None, device: str = "cpu",
               on_result: Callable[[dict], None] | None = None, on_note: Callable[[str], None] | None = None,
-              max_rebuilds: int = MAX_REBUILDS) -> Outcome:
+              max_rebuilds: int = MAX_REBUILDS, create: bool = True) -> Outcome:
     """Train `jobs` in a pool of `workers` processes (in this process when workers == 1).
 
     A worker that dies (kill -9, the out-of-memory killer) breaks a process pool: every
@@ -198,7 +200,7 @@ def run_local(jobs: list[Job], workers: int = 1, threads: int | None = None, dev
 
     if workers <= 1:
         for folder, spec in jobs:
-            done(train_point(folder, spec, device, threads))
+            done(train_point(folder, spec, device, threads, create=create))
         return outcome
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -213,7 +215,7 @@ def run_local(jobs: list[Job], workers: int = 1, threads: int | None = None, dev
             futures = {}
             for job in pending:
                 try:
-                    futures[pool.submit(train_point, job[0], job[1], device, threads, wait)] = job
+                    futures[pool.submit(train_point, job[0], job[1], device, threads, wait, create)] = job
                 except BrokenProcessPool:
                     lost.append(job)
             for future in as_completed(futures):
@@ -245,7 +247,8 @@ def run_local(jobs: list[Job], workers: int = 1, threads: int | None = None, dev
 
 
 def run_ray(jobs: list[Job], address: str | None = None, cpus_per_run: int | float = 1, gpus_per_run: int | float = 0,
-            device: str = "cpu", max_retries: int = 3, on_result: Callable[[dict], None] | None = None) -> Outcome:
+            device: str = "cpu", max_retries: int = 3, on_result: Callable[[dict], None] | None = None,
+            create: bool = True) -> Outcome:
     """Train `jobs` as Ray tasks: on the cluster at `address`, else on a local Ray instance.
     A task whose worker dies is retried (`max_retries`) and resumes from its checkpoint (the
     dead worker's run lock went with its process)."""
@@ -264,7 +267,7 @@ def run_ray(jobs: list[Job], address: str | None = None, cpus_per_run: int | flo
     try:
         task = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=max_retries)(train_point)
         threads = max(1, int(cpus_per_run))
-        pending = {task.remote(folder, spec, device, threads): folder for folder, spec in jobs}
+        pending = {task.remote(folder, spec, device, threads, False, create): folder for folder, spec in jobs}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             folder = pending.pop(ready[0])
@@ -293,6 +296,7 @@ def train_sweep(
     cpus_per_run: int | float = 1,
     gpus_per_run: int | float = 0,
     progress: bool = True,
+    create: bool = True,
 ):
     """Train every point of `sweep` (an `interp.sweeps.sweep.Sweep`) that is not done yet, on
     `backend` ("local": a pool of `workers` processes with `threads` torch threads each; "ray":
@@ -301,7 +305,8 @@ def train_sweep(
     is a run another live process is training (another sweep on the same folder, or
     `interp train`): its result's state is "running". Returns the Outcome: one result per
     point not done before, the skipped ones first. The local pool's workers import the
-    calling script again: call this under `if __name__ == "__main__":`."""
+    calling script again: call this under `if __name__ == "__main__":`. `create=False` (a fork
+    family) never makes a missing run folder: its point is reported damaged."""
     from tqdm.auto import tqdm
 
     from interp.sweeps.state import busy_message
@@ -338,10 +343,10 @@ def train_sweep(
             on_result(result)
         if backend == "ray":
             outcome = run_ray(todo, address=address, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run,
-                              device=device, on_result=on_result)
+                              device=device, on_result=on_result, create=create)
         else:
             outcome = run_local(todo, workers=workers, threads=threads, device=device, on_result=on_result,
-                                on_note=lambda line: bar.write(line, file=sys.stderr))
+                                on_note=lambda line: bar.write(line, file=sys.stderr), create=create)
     finally:
         bar.close()
     outcome.results[:0] = skipped

@@ -6,6 +6,7 @@
     asymmetry   steps to exact match, a_to_b over bz_to_a, paired by seed (claim 4)
     sweep_fits  every fit a sweep's design allows (`interp scaling`, the sweep report)
     coverage    the measured coverage of the bootstrap schemes (docs/scaling.md)
+    forks       escape per fork step and arm of a fork family, censored runs as lower bounds (ForkComparison)
 
 Each takes a sweep table (`Sweep.table()`, one row per run) and returns a result with
 `.summary()`, `.to_dict()` and the paper's value; the figures of `interp.plots.sweep` take
@@ -16,6 +17,7 @@ the results (`plots.tau_vs_d(fit)`). This module only gathers names; they live b
     interp.sweeps.bootstrap   the bootstrap intervals and the coverage study
     interp.sweeps.paper       the paper's numbers (PAPER_*)
     interp.sweeps.family      sweep_fits and Fits
+    interp.sweeps.forks       the comparison of fork arms
 
 numpy, pandas and scipy only: importing it never loads torch or plotly.
 """
@@ -34,6 +36,7 @@ from interp.sweeps.fits import (
     one_dataset_size,
     power_law,
 )
+from interp.sweeps.forks import ForkComparison, forks
 from interp.sweeps.paper import (
     PAPER_ASYMMETRY,
     PAPER_DELTA,
@@ -56,4 +59,5 @@ __all__ = [
     "MEASURES", "DIRECTIONS", "SCHEMES", "NOISES", "N_BOOT", "D_TOL", "PAIR_KEYS",
     "PAPER_ASYMMETRY", "PAPER_DELTA", "PAPER_DELTA_CI", "PAPER_DELTA_RANGE", "PAPER_FIXED_D", "PAPER_FIXED_D_TAU",
     "PAPER_LR_K", "PAPER_LR_MEASURE", "PAPER_LR_NEVER", "PAPER_LR_NEVER_STEPS", "PAPER_LR_RATIO", "PAPER_LR_TAU",
+    "forks", "ForkComparison",
 ]

@@ -1,0 +1,179 @@
+"""The `interp fork` command: one fork, or a family of forks (parsing and printing only)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from interp.errors import InterpError
+
+
+def _ints(what: str):
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be whole numbers separated by commas, got {text!r}") from None
+        if not values or any(v < 0 for v in values):
+            raise argparse.ArgumentTypeError(f"{what} must be whole numbers >= 0, got {text!r}")
+        return values
+
+    parse.__name__ = what
+    return parse
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+def _settings(args: argparse.Namespace) -> dict:
+    out = {name: getattr(args, name) for name in ("eval_every", "checkpoint_every", "checkpoint_dtype")
+           if getattr(args, name) is not None}
+    if args.save_optimizer:
+        out["save_optimizer"] = True
+    return out
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    from interp.forks.arms import parse_arms
+    from interp.forks.family import ForkFamily
+
+    target = list(args.target)
+    if target[:1] == ["status"]:
+        if len(target) != 2:
+            raise InterpError("usage: interp fork status FAMILY_FOLDER [--json]")
+        return _status(ForkFamily.open(target[1]), args.json)
+    if len(target) != 1:
+        raise InterpError("usage: interp fork RUN --at STEP --arm NAME[:key=value,...] --steps N --out DIR")
+    for name in ("at", "steps", "out"):
+        if getattr(args, name) is None:
+            raise InterpError(f"interp fork needs --{name}")
+    if not args.out.strip():
+        raise InterpError("--out must be a non-empty path")
+    import torch
+
+    from interp.devices import check_device
+    from interp.runs import Run
+    from interp.sweeps.executors import check_options
+
+    check_options(args.backend, args.workers, args.threads_per_run, args.cpus_per_run, args.gpus_per_run)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    device = check_device(args.device)
+    parent = Run.open(target[0])
+    arms = parse_arms(args.arm or "continue")
+    at = [a for a in args.at.split(",") if a.strip()]
+    seeds = args.seed or [0]
+    settings = _settings(args)
+    single = len(at) == 1 and len(arms) == 1 and len(seeds) == 1 and not ForkFamily.is_family(args.out)
+    if single:
+        from interp.forks.fork import fork
+
+        run = fork(parent, at[0], arms[0], args.steps, args.out, seed=seeds[0], gamma_every=args.gamma_every,
+                   gamma_window=args.gamma_window, settings=settings, device=device, progress=not args.quiet)
+        return _single(run, args.json)
+    family = ForkFamily.create(parent, at, arms, seeds, args.steps, args.out, gamma_every=args.gamma_every,
+                               gamma_window=args.gamma_window, settings=settings)
+    n = len(family.points())
+    print(f"fork family {family.path}: {n} forks of {parent.path} ({args.backend}"
+          + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
+    family.train(backend=args.backend, workers=args.workers, threads=args.threads_per_run, device=device,
+                 address=args.address, cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
+                 progress=not args.quiet)
+    return _status(family, args.json)
+
+
+def _single(run, as_json: bool) -> int:
+    from interp.forks.family import escapes
+
+    block = run.fork
+    state = (run.status or {}).get("state", "interrupted")
+    esc = escapes(run, block["parent_step"], state)
+    if as_json:
+        print(json.dumps({"run": str(run.path), "status": state, "fork": block, **esc}, default=str))
+    else:
+        label = block["arm"] + (":" + ",".join(f"{k}={v}" for k, v in block["params"].items()) if block["params"] else "")
+        half = (f"> {esc['steps_run']} (censored)" if esc["censored_escape_half"]
+                else "-" if esc["escape_half"] != esc["escape_half"] else f"{esc['escape_half']:.0f}")
+        print(f"fork {run.path}: {label} from step {block['parent_step']} of {block['parent']} ({block['state']}); "
+              f"{state}; escape to tau_half after {half} steps")
+    return 0 if state == "done" else 1
+
+
+def _status(family, as_json: bool) -> int:
+    import warnings
+
+    from interp.cli_sweep import report_damaged
+    from interp.sweeps.forks import forks
+
+    table = family.table()
+    comparison = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            comparison = forks(table)
+        except InterpError as exc:
+            note = str(exc)
+    if as_json:
+        print(json.dumps({"table": json.loads(table.to_json(orient="records")),
+                          "comparison": None if comparison is None else comparison.to_dict()}))
+    else:
+        for r in table.to_dict("records"):
+            label = r["arm"] + (f":{r['arm_params']}" if r["arm_params"] else "")
+            half = ("-" if r["escape_half"] != r["escape_half"] else f"{r['escape_half']:.0f}")
+            if r["censored_escape_half"]:
+                half = f">{r['steps_run']}"
+            gamma = "" if r["gamma"] != r["gamma"] else f"  gamma {r['gamma']:.3g}"
+            print(f"{r['run']:<36} at {r['fork_step']:<6} {label:<24} seed {r['fork_seed']:<3} {r['status']:<12} "
+                  f"escape_half {half}{gamma}")
+        print(comparison.summary() if comparison is not None else f"(no comparison: {note})")
+    unfinished = int((~table["status"].isin(["done", "damaged"])).sum())
+    failed = int((table["status"] == "failed").sum())
+    return max(report_damaged(table, name_them=as_json), 1 if failed or unfinished else 0)
+
+
+def add_parsers(sub) -> None:
+    from interp.cli_sweep import _per_run, _positive_int
+    from interp.forks.arms import ARMS
+    from interp.spec import CHECKPOINT_DTYPES
+    from interp.sweeps.executors import BACKENDS
+
+    p = sub.add_parser(
+        "fork", help="continue a run's frozen state at a saved step under changed regimes (arms)",
+        description="interp fork RUN --at STEP --arm NAME[:key=value,...] --steps N --out DIR makes one fork (a run "
+                    "folder); lists (--at 450,600 --arm minibatch,full_batch --seed 0,1,2) make a family of forks "
+                    "trained like a sweep; interp fork status DIR shows a family's table and the comparison of its "
+                    "arms. Arms: " + "; ".join(f"{name}: {d.doc}" for name, d in ARMS.items()) + ". docs/forks.md.")
+    p.add_argument("target", nargs="*", help="RUN, or: status FAMILY_FOLDER")
+    p.add_argument("--at", help="fork step(s): saved steps, tau/2 (any tau/N, F*tau), pre, mid, post, comma-separated")
+    p.add_argument("--arm", help="arm(s): NAME[:key=value,...], comma-separated (default: continue)")
+    p.add_argument("--seed", type=_ints("fork seeds"), help="fork seed(s): the batch and noise streams (default: 0)")
+    p.add_argument("--steps", type=_positive_int, help="the horizon: steps after the fork step")
+    p.add_argument("--out", help="the fork's run folder, or the family folder")
+    p.add_argument("--gamma-every", type=_non_negative, default=0,
+                   help="measure the realised update power every K steps (0: off; each costs one full-gradient pass)")
+    p.add_argument("--gamma-window", type=_positive_int, default=200,
+                   help="...within this many steps after the fork (default: 200)")
+    p.add_argument("--eval-every", type=_positive_int, help="evaluate every N steps (default: the parent's)")
+    p.add_argument("--checkpoint-every", type=_positive_int, help="checkpoint every N steps (default: the parent's)")
+    p.add_argument("--checkpoint-dtype", choices=list(CHECKPOINT_DTYPES), help="default: the parent's")
+    p.add_argument("--save-optimizer", action="store_true", help="keep the optimizer state beside every checkpoint")
+    p.add_argument("--threads", type=_positive_int,
+                   help="torch threads of this process (the replay must match the parent's; default: torch's)")
+    p.add_argument("--backend", default="local", choices=list(BACKENDS), help="family: where forks train")
+    p.add_argument("--workers", type=_positive_int, default=1, help="family: local processes (default: 1)")
+    p.add_argument("--threads-per-run", type=_positive_int, help="family: torch threads of each fork")
+    p.add_argument("--address", help="Ray cluster address (default: a local Ray instance)")
+    p.add_argument("--cpus-per-run", type=_per_run("cpus", "> 0"), default=1.0, help="Ray: CPUs per fork")
+    p.add_argument("--gpus-per-run", type=_per_run("gpus", ">= 0"), default=0.0, help="Ray: GPUs per fork")
+    p.add_argument("--device", default="cpu", help="torch device of the forks (default: cpu)")
+    p.add_argument("--json", action="store_true", help="the result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_fork)

@@ -1,0 +1,138 @@
+"""The training step of each fork arm (`interp.forks.arms` says what each arm changes).
+
+The minibatch arms step with torch.optim.AdamW, as training does; the four full-gradient arms
+with the explicit AdamW of `interp.forks.adamw`, which feeds each moment its own gradient.
+With `gamma_every`, every that many steps within `gamma_window` steps of the fork, the step
+also computes the shadow update s_t (clean full-batch AdamW from the same state) and the
+realised update u_t, and logs sum ||u_t - s_t||^2 and sum ||s_t||^2 with the next metrics row
+(Gamma = their ratio): one full-gradient pass (about D / batch_size minibatch steps) each.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from interp.forks.adamw import explicit_step, shadow_params
+from interp.forks.arms import Arm, arm_of
+from interp.metrics import batch_loss
+
+FULL_CHUNK = 512  # examples per chunk of the full-gradient pass
+
+
+# ---------------------------------------------------------------------------- gradients
+def minibatch_gradient(forward, params: list, tokens, loss_pos) -> tuple[torch.Tensor, list]:
+    loss = batch_loss(forward, tokens, loss_pos)
+    return loss.detach(), list(torch.autograd.grad(loss, params))
+
+
+def full_gradient(forward, params: list, tokens, loss_pos, chunk: int = FULL_CHUNK) -> tuple[torch.Tensor, list]:
+    """The gradient of the mean loss over every row of `tokens`, in chunks (each weighted by its share)."""
+    n = tokens.shape[0]
+    total = [torch.zeros_like(p) for p in params]
+    loss_sum = torch.zeros((), device=tokens.device)
+    for lo in range(0, n, chunk):
+        part = tokens[lo : lo + chunk]
+        loss = batch_loss(forward, part, loss_pos) * (part.shape[0] / n)
+        for acc, g in zip(total, torch.autograd.grad(loss, params)):
+            acc.add_(g)
+        loss_sum += loss.detach()
+    return loss_sum, total
+
+
+def _sq_norm(tensors: list) -> torch.Tensor:
+    return sum((t.double() ** 2).sum() for t in tensors)
+
+
+class ArmStep:
+    """One training step of an arm (called after the step's lr is set); `logged()` returns the
+    realised-update-power sums since the last call (for the metrics row)."""
+
+    def __init__(self, arm: Arm, minibatch_step, forward, model, optimizer, tokens, loss_pos, generators: dict,
+                 batch_size: int, fork_step: int, gamma_every: int, gamma_window: int, device: str):
+        self.arm, self.minibatch_step, self.forward, self.optimizer = arm, minibatch_step, forward, optimizer
+        self.tokens, self.loss_pos, self.gen, self.batch_size = tokens, loss_pos, generators, batch_size
+        self.fork_step, self.gamma_every, self.gamma_window, self.device = fork_step, gamma_every, gamma_window, device
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.sums = [0.0, 0.0, 0]
+
+    def _batch(self):
+        idx = torch.randint(self.tokens.shape[0], (self.batch_size,), generator=self.gen["batches"])
+        return self.tokens[idx.to(self.device)]
+
+    def measured_noise(self) -> list:
+        """xi = (g_B1 - g_B2) / sqrt(2) for two minibatches drawn from the fork's batch stream."""
+        _, g1 = minibatch_gradient(self.forward, self.params, self._batch(), self.loss_pos)
+        _, g2 = minibatch_gradient(self.forward, self.params, self._batch(), self.loss_pos)
+        return [(a - b) / math.sqrt(2) for a, b in zip(g1, g2)]
+
+    def isotropic(self, norm: torch.Tensor) -> list:
+        draws = [torch.randn(p.shape, generator=self.gen["noise"]).to(self.device) for p in self.params]
+        scale = norm / _sq_norm(draws).sqrt()
+        return [d * scale.to(d.dtype) for d in draws]
+
+    def gradients(self) -> tuple[torch.Tensor, list, list, list]:
+        """(full-batch loss, g, gradient for the first moment, for the second) of an explicit arm."""
+        loss, g = full_gradient(self.forward, self.params, self.tokens, self.loss_pos)
+        name, kw = self.arm.name, self.arm.kwargs
+        if name == "full_batch":
+            return loss, g, g, g
+        xi = self.measured_noise()
+        if name == "measured_noise":
+            noisy = [a + kw["c"] * b for a, b in zip(g, xi)]
+            return loss, g, noisy, noisy
+        if name == "isotropic_noise":
+            iso = self.isotropic(kw["c"] * _sq_norm(xi).sqrt())
+            noisy = [a + b for a, b in zip(g, iso)]
+            return loss, g, noisy, noisy
+        return loss, g, g, [a + kw["s"] * b for a, b in zip(g, xi)]  # v_only_noise
+
+    def __call__(self, step: int) -> torch.Tensor:
+        since = step - self.fork_step - 1
+        measure = self.gamma_every > 0 and since < self.gamma_window and since % self.gamma_every == 0
+        clean = None
+        if self.arm.definition.explicit:
+            loss, clean, g_m, g_v = self.gradients()
+        if measure:
+            if clean is None:
+                _, clean = full_gradient(self.forward, self.params, self.tokens, self.loss_pos)
+            before = [p.detach().clone() for p in self.params]
+            shadow = shadow_params(self.optimizer, clean)
+        if self.arm.definition.explicit:
+            if not bool(torch.isfinite(loss)):
+                return loss
+            explicit_step(self.optimizer, g_m, g_v)
+        else:
+            loss = self.minibatch_step(step)
+        if measure:
+            with torch.no_grad():
+                u = [p.detach() - b for p, b in zip(self.params, before)]
+                s = [x - b for x, b in zip(shadow, before)]
+                self.sums[0] += float(_sq_norm([a - b for a, b in zip(u, s)]))
+                self.sums[1] += float(_sq_norm(s))
+                self.sums[2] += 1
+        return loss
+
+    def logged(self) -> dict:
+        if self.gamma_every <= 0:
+            return {}
+        out = {"gamma_num": self.sums[0], "gamma_den": self.sums[1], "gamma_samples": self.sums[2]}
+        self.sums = [0.0, 0.0, 0]
+        return out
+
+
+def build_stepper(run, forward, model, optimizer, tokens, device: str):
+    """(the step of `run`'s arm, its random streams by name) for `interp.train` to drive."""
+    from interp.steps import MinibatchStep
+
+    block = run.fork
+    arm = arm_of(block)
+    tspec = run.spec.train
+    generators = {"batches": torch.Generator(device="cpu"), "noise": torch.Generator(device="cpu")}
+    layout = run.task.layout
+    plain = MinibatchStep(forward, model, optimizer, tokens, layout.loss_pos, run.task.size, generators["batches"],
+                          tspec, device)
+    step = ArmStep(arm, plain, forward, model, optimizer, tokens, layout.loss_pos, generators, tspec.batch_size,
+                   block["parent_step"], block.get("gamma_every", 0), block.get("gamma_window", 0), device)
+    return step, generators

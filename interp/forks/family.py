@@ -1,0 +1,232 @@
+"""A family of forks: fork steps x arms x fork seeds of one parent, trained like a sweep.
+
+    forks/fam/forks.json               the parent, fork steps, arms, seeds, horizon, options
+    forks/fam/at500-minibatch-s0/      an ordinary run folder (a fork: `interp.forks.fork`)
+    forks/fam/at500-full_batch-s0/
+
+Arms without randomness of their own (`continue`, `full_batch`) get one fork per step, not one
+per seed. `ForkFamily.train` first makes every missing fork folder (the state at each fork step
+is computed once: kept, or replayed and verified, `interp.forks.state`), then hands the
+folders to the sweep executors (`interp.sweeps.executors.train_sweep`: the local pool or Ray,
+idempotent and resumable; a finished family trains nothing). The table is the sweep table's
+columns plus fork_step, arm, arm_params, fork_seed, horizon, escape_half and escape_snap (steps
+after the fork to tau_half and to the snap), their censored_* flags (never reached within the
+horizon: a lower bound, never a value) and gamma, the realised update power over the window;
+steps_run counts the steps evaluated after the fork (last_step is the absolute last step).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+from interp.errors import InterpError
+from interp.files import atomic_write_json
+from interp.forks.arms import Arm, make_arm
+from interp.forks.fork import DEFAULT_GAMMA_WINDOW, check_out, create_fork, fork_block, fork_spec, resolve_at
+from interp.runs import RESUME_FILE, Run, RunLock
+
+FAMILY_FILE = "forks.json"
+FORMAT = 1
+SEEDLESS = ("continue", "full_batch")  # no random stream of their own: one fork per step
+
+
+class ForkFamily:
+    """A fork family folder: its parent, design, fork folders and table."""
+
+    def __init__(self, path: Path, design: dict):
+        self.path = Path(path)
+        self.design = design
+        self.arms: list[Arm] = [make_arm(a["arm"], **a.get("params", {})) for a in design["arms"]]
+
+    # ------------------------------------------------------------------ make / open
+    @classmethod
+    def create(cls, parent, at, arms: list[Arm], seeds, horizon: int, out, *, gamma_every: int = 0,
+               gamma_window: int = DEFAULT_GAMMA_WINDOW, settings: dict | None = None) -> ForkFamily:
+        """Write (or re-open, when identical) the family folder `out`; validates every point first."""
+        parent = parent if isinstance(parent, Run) else Run.open(parent)
+        out = Path(out)
+        check_out(parent, out)
+        steps = sorted(dict.fromkeys(resolve_at(parent, a) for a in (at if isinstance(at, (list, tuple)) else [at])))
+        seeds = list(dict.fromkeys(seeds))
+        if not seeds or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
+            raise InterpError(f"fork seeds must be integers >= 0, got {seeds}")
+        design = {"format": FORMAT, "parent": os.path.abspath(parent.path), "steps": steps,
+                  "arms": [{"arm": a.name, "params": a.kwargs} for a in arms], "seeds": seeds, "horizon": horizon,
+                  "gamma_every": gamma_every, "gamma_window": gamma_window, "settings": dict(settings or {})}
+        family = cls(out, design)
+        for name, spec, point in family._points(parent):  # every point checked before anything is written
+            fork_block(parent, point["step"], point["arm"], point["seed"], horizon, gamma_every, gamma_window, "")
+        file = out / FAMILY_FILE
+        if file.exists():
+            stored = cls.open(out).design
+            if stored != design:
+                raise InterpError(f"{out} holds another fork family (its {FAMILY_FILE} differs); use another folder")
+            return family
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise InterpError(f"{out} exists and is not an empty folder; choose another folder")
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(file, design)
+        return family
+
+    @classmethod
+    def open(cls, path) -> ForkFamily:
+        path = Path(path)
+        file = path / FAMILY_FILE
+        if not file.is_file():
+            raise InterpError(f"{path} is not a fork family (it has no {FAMILY_FILE})")
+        try:
+            design = json.loads(file.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InterpError(f"{file} is not valid JSON: {exc}") from None
+        if not isinstance(design, dict) or design.get("format") != FORMAT:
+            raise InterpError(f"{file} is not a fork family of format {FORMAT}")
+        try:
+            return cls(path, design)
+        except (KeyError, TypeError) as exc:
+            raise InterpError(f"{file} lacks part of a fork family ({exc})") from None
+
+    @staticmethod
+    def is_family(path) -> bool:
+        return (Path(path) / FAMILY_FILE).is_file()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def parent(self) -> Run:
+        return Run.open(self.design["parent"])
+
+    # ------------------------------------------------------------------ points
+    def _points(self, parent) -> list[tuple[str, object, dict]]:
+        d = self.design
+        out = []
+        for step in d["steps"]:
+            for arm in self.arms:
+                for seed in (d["seeds"][:1] if arm.name in SEEDLESS else d["seeds"]):
+                    spec = fork_spec(parent, step, arm, d["horizon"], d["settings"])
+                    name = f"at{step}-{arm.slug}-s{seed}"
+                    out.append((name, spec, {"step": step, "arm": arm, "seed": seed}))
+        return out
+
+    def points(self) -> list[tuple[str, object, dict]]:
+        """(folder name, RunSpec, {"step", "arm", "seed"}) of every fork, in design order."""
+        return self._points(self.parent)
+
+    def states(self) -> dict:
+        """Every fork's state (`interp.sweeps.state.examine`); a folder whose fork block is not the
+        point's (another parent step, arm, seed or parent checkpoint) is damaged."""
+        from interp.sweeps.state import PointState, examine
+
+        parent = self.parent
+        out = {}
+        for name, spec, point in self._points(parent):
+            st = examine(self.path / name, spec)
+            if st.run is not None:
+                want = fork_block(parent, point["step"], point["arm"], point["seed"], self.design["horizon"],
+                                  self.design["gamma_every"], self.design["gamma_window"], "")
+                have = {k: v for k, v in (st.run.fork or {}).items() if k != "state"}
+                want.pop("state")
+                if have != want:
+                    diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+                    st = PointState("damaged", f"{self.path / name / 'run.json'}: its fork block differs from "
+                                               f"the family's point in {', '.join(diff)}", spec=st.spec)
+                elif st.state in ("interrupted", "not started") and not (st.run.path / RESUME_FILE).exists():
+                    st = PointState("not started", spec=spec)  # made but its state never written: made again
+            out[name] = st
+        return out
+
+    # ------------------------------------------------------------------ make and train
+    def prepare(self, progress: bool = False) -> int:
+        """Make every fork folder that does not exist yet (a half-made one is made again); the state
+        at each fork step is computed once. Returns how many were made."""
+        from interp.forks.state import state_at
+
+        parent = self.parent
+        states = self.states()
+        todo = [(n, s, p) for n, s, p in self._points(parent)
+                if states[n].state == "not started" and not RunLock(self.path / n).is_locked()]
+        cache: dict[int, tuple] = {}
+        for name, _, point in todo:
+            step = point["step"]
+            if step not in cache:
+                cache[step] = state_at(parent, step, progress)
+            state, source = cache[step]
+            folder = self.path / name
+            if folder.exists():
+                shutil.rmtree(folder)
+            d = self.design
+            create_fork(parent, step, point["arm"], d["horizon"], folder, seed=point["seed"],
+                        gamma_every=d["gamma_every"], gamma_window=d["gamma_window"], settings=d["settings"],
+                        state=state, source=source)
+        return len(todo)
+
+    def train(self, backend: str = "local", workers: int = 1, threads: int | None = None, device: str = "cpu",
+              address: str | None = None, cpus_per_run: int | float = 1, gpus_per_run: int | float = 0,
+              progress: bool = True):
+        """Make the missing forks, then train every unfinished one (`train_sweep`); returns its Outcome."""
+        from interp.sweeps.executors import check_options, train_sweep
+
+        check_options(backend, workers, threads, cpus_per_run, gpus_per_run)
+        self.prepare(progress)
+        return train_sweep(self, backend=backend, workers=workers, threads=threads, device=device, address=address,
+                           cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run, progress=progress, create=False)
+
+    # ------------------------------------------------------------------ the table
+    def table(self):
+        """One row per fork: the sweep table's columns (`interp.sweeps.state`) and the fork's
+        (module docstring). Escapes count evaluated steps after the fork step."""
+        import pandas as pd
+
+        from interp.sweeps.state import identity, measures
+
+        rows = []
+        for (name, _, point), st in zip(self.points(), self.states().values()):
+            spec = st.spec
+            arm = point["arm"]
+            row = {"run": name, "status": st.state, "error": st.error, "fork_step": point["step"], "arm": arm.name,
+                   "arm_params": arm.params_text, "fork_seed": point["seed"], "horizon": self.design["horizon"]}
+            row.update(identity(spec))
+            try:
+                row.update(measures(st.run if st.state != "damaged" else None, spec, st.state))
+                row["last_step"] = row.pop("steps_run")  # absolute; steps_run counts steps after the fork
+                row.update(escapes(st.run if st.state != "damaged" else None, point["step"], st.state))
+            except InterpError as exc:
+                row.update(measures(None, spec, "damaged"), **escapes(None, point["step"], "damaged"),
+                           status="damaged", error=str(exc))
+                row["last_step"] = None
+            rows.append(row)
+        df = pd.DataFrame(rows)
+        df["steps_run"] = df["steps_run"].astype("Int64")
+        return df
+
+
+def escapes(run, fork_step: int, state: str) -> dict:
+    """escape_half / escape_snap (steps after the fork), censored flags, steps run after the fork,
+    and gamma (sum ||u - s||^2 / sum ||s||^2 over the logged samples) of one fork."""
+    from interp.transition import LEAVE_FRACTION, SNAP_FRACTION  # noqa: F401 - thresholds named in docs
+
+    out = {"escape_half": math.nan, "escape_snap": math.nan, "censored_escape_half": False,
+           "censored_escape_snap": False, "steps_run": None, "gamma": math.nan, "gamma_samples": 0}
+    if run is None:
+        return out
+    series = run.metric_series("loss_cand", "gamma_num", "gamma_den", "gamma_samples")
+    pairs = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if s >= fork_step and v == v]
+    log_k = run.log_k
+    half = next((s for s, v in pairs if v < 0.5 * log_k), None)
+    snap = next((s for s, v in pairs if v < SNAP_FRACTION * log_k), None)
+    done = state == "done"
+    out["steps_run"] = (pairs[-1][0] - fork_step) if pairs else 0
+    for key, value in (("escape_half", half), ("escape_snap", snap)):
+        out[key] = math.nan if value is None else float(value - fork_step)
+        out[f"censored_{key}"] = bool(done and value is None)
+    num = sum(v for v in series["gamma_num"] if v == v)
+    den = sum(v for v in series["gamma_den"] if v == v)
+    n = int(sum(v for v in series["gamma_samples"] if v == v))
+    out["gamma_samples"] = n
+    out["gamma"] = num / den if n and den > 0 else math.nan
+    return out

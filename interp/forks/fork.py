@@ -1,0 +1,219 @@
+"""Make a fork: a new run folder that continues a parent's state at a saved step under an arm.
+
+A fork is an ordinary run folder. Its spec is the parent's with the arm's training change (lr,
+batch size, weight decay) and `train.steps` = fork step + horizon, so its step numbers continue
+the parent's and every analysis, the timeline and the report work on it unchanged. Its
+run.json also records (hashed) the fork block: the parent (path, step, the checkpoint's
+SHA-256, spec hash), the arm and its parameters, the fork seed and the realised-update-power
+sampling. The folder starts with the state at the fork step (the checkpoint, a metrics row
+and the resume state, after the arm's change at the fork: zeroed moments, a kick, a new batch
+stream), so training it is resuming it (`interp.train.train`), and a killed fork resumes too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from interp.errors import InterpError
+from interp.forks.arms import Arm, make_arm
+
+# settings a fork may change besides its arm: how it is recorded, never how it trains
+STORAGE = ("eval_every", "checkpoint_every", "checkpoint_dtype", "save_optimizer", "stop_after_snap",
+           "dense_until", "densify", "early_checkpoints", "eval_size")
+DEFAULT_GAMMA_WINDOW = 200
+
+
+def resolve_at(run, at) -> int:
+    """A saved step from an int, "tau/2" (any tau/N or F*tau), "pre"/"mid"/"post", "first"/"last":
+    relative ones are snapped to the nearest saved step, as the analyses do."""
+    from interp.analysis.common import select_steps, snap_to_saved
+    from interp.transition import tau
+
+    text = str(at).strip().replace(" ", "")
+    match = re.fullmatch(r"tau/(\d+(?:\.\d+)?)|(\d*\.?\d+)\*?tau|tau", text)
+    if match:
+        t = tau(run)
+        if t is None:
+            raise InterpError(f"--at {at}: {run.path} never reaches 0.5 log K, so tau is undefined; give a saved step")
+        factor = (1 / float(match.group(1))) if match.group(1) else float(match.group(2) or 1)
+        if not math.isfinite(factor) or factor <= 0:
+            raise InterpError(f"--at {at}: the multiple of tau must be positive")
+        target = factor * t
+        if target > run.steps[-1]:
+            raise InterpError(f"--at {at} = step {target:g} lies beyond {run.path} (last saved step {run.steps[-1]})")
+        return snap_to_saved(run, target)
+    if isinstance(at, str) and not re.fullmatch(r"-?\d+|pre|mid|post|first|last", text):
+        raise InterpError(f"--at {at!r}: give a saved step, tau/N, F*tau, pre, mid, post, first or last")
+    if re.fullmatch(r"-?\d+", text) and int(text) < 0:
+        raise InterpError(f"--at {at}: a step cannot be negative")
+    ((step, _),) = select_steps(run, [text if not text.lstrip("-").isdigit() else int(text)])
+    return step
+
+
+def fork_seed(parent_seed: int, step: int, seed: int, purpose: str) -> int:
+    digest = hashlib.sha256(f"interp-fork:{parent_seed}:{step}:{seed}:{purpose}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def check_out(parent, out: Path) -> None:
+    """Refuse an output folder inside the parent run (it would be copied into its own history)."""
+    out_abs, parent_abs = Path(os.path.abspath(out)), Path(os.path.abspath(parent.path))
+    if out_abs == parent_abs or parent_abs in out_abs.parents:
+        raise InterpError(f"--out {out} lies inside the parent run {parent.path}; write forks elsewhere")
+
+
+def fork_spec(parent, step: int, arm: Arm, horizon: int, settings: dict | None = None):
+    """The fork's RunSpec: the parent's, with the arm's training change, `settings` (STORAGE only)
+    and steps = fork step + horizon. Refuses a bad horizon or setting."""
+    from interp.spec import check_int
+
+    check_int("--steps (the horizon after the fork)", horizon, minimum=1)
+    settings = dict(settings or {})
+    bad = sorted(set(settings) - set(STORAGE))
+    if bad:
+        raise InterpError(f"a fork cannot change {', '.join(bad)} (its arm says what changes); allowed: "
+                          f"{', '.join(STORAGE)}")
+    spec = parent.spec.override(**arm.train_changes(), **settings, steps=step + horizon)
+    spec.validate()
+    if arm.definition.explicit and spec.train.grad_clip is not None:
+        raise InterpError(f"arm {arm.name} steps on the full gradient with an explicit AdamW, which does not clip: "
+                          f"{parent.path} trains with grad_clip {spec.train.grad_clip}")
+    return spec
+
+
+def fork_block(parent, step: int, arm: Arm, seed: int, horizon: int, gamma_every: int, gamma_window: int,
+               source: str) -> dict:
+    from interp.spec import check_int
+
+    check_int("--seed (the fork seed)", seed, minimum=0)
+    check_int("--gamma-every", gamma_every, minimum=0)
+    check_int("--gamma-window", gamma_window, minimum=1)
+    entry = parent.manifest()[step]
+    return {"parent": os.path.abspath(parent.path), "parent_step": step, "parent_checkpoint_sha256": entry["sha256"],
+            "parent_spec_sha256": parent.spec_sha256, "parent_steps": parent.spec.train.steps,
+            "parent_lr": parent.spec.train.lr, "arm": arm.name, "params": arm.kwargs, "seed": seed,
+            "horizon": horizon, "gamma_every": gamma_every, "gamma_window": gamma_window, "state": source}
+
+
+def kick_direction(parent, step: int, state, direction: str, seed: int) -> dict[str, torch.Tensor]:
+    """A unit vector (name -> tensor): the Hessian bottom eigenvector at the state (vmin oriented
+    so that the gradient's component along it is <= 0, i.e. downhill; -vmin the other way), or a
+    random unit direction from the fork seed. The eigenvector is cached in the parent's cache/."""
+    if direction == "random":
+        gen = torch.Generator().manual_seed(fork_seed(parent.spec.seed, step, seed, "kick"))
+        draws = {n: torch.randn(p.shape, generator=gen) for n, p in state.params.items()}
+        norm = torch.sqrt(sum((d.double() ** 2).sum() for d in draws.values()))
+        return {n: (d / norm).float() for n, d in draws.items()}
+    from interp.forks.directions import bottom_eigenvector
+
+    vmin = bottom_eigenvector(parent, step, state)
+    return vmin if direction == "vmin" else {n: -v for n, v in vmin.items()}
+
+
+def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0, gamma_every: int = 0,
+                gamma_window: int = DEFAULT_GAMMA_WINDOW, settings: dict | None = None, state=None,
+                source: str = "", progress: bool = False):
+    """Make the fork folder at `out` (nothing is trained): checks everything first, then writes the
+    run with its state at the fork step. `state` is the parent's state there (else kept or replayed)."""
+    from interp.checkpoints import load_params
+    from interp.forks.state import state_at
+    from interp.metrics import evaluate_examples, summarize
+    from interp.model import build_model
+    from interp.runs import Run, check_new_folder
+    from interp.spec import VOCAB_SIZE
+    from interp.steps import build_optimizer
+    from interp.train import eval_subset
+
+    out = Path(out)
+    step = parent.resolve_step(step)
+    check_out(parent, out)
+    spec = fork_spec(parent, step, arm, horizon, settings)
+    block = fork_block(parent, step, arm, seed, horizon, gamma_every, gamma_window, source or "given")
+    check_new_folder(out)
+    if state is None:
+        state, source = state_at(parent, step, progress)
+        block["state"] = source
+    params = {n: t.clone() for n, t in state.params.items()}
+    if arm.name == "kick":
+        kw = arm.kwargs
+        direction = kick_direction(parent, step, state, kw["direction"], seed)
+        params = {n: t + kw["eps"] * direction[n] for n, t in params.items()}
+    task = parent.task
+    model = build_model(spec.model, task.layout.length, VOCAB_SIZE)
+    load_params(model, params)
+    optimizer = build_optimizer(model, spec.train)
+    opt_state = state.optimizer
+    optimizer.load_state_dict(opt_state)
+    for group in optimizer.param_groups:  # loading restored the parent's; the fork's own apply
+        group["weight_decay"] = spec.train.weight_decay
+    if arm.name == "reset_optimizer":
+        for slot in optimizer.state.values():
+            slot["step"].zero_()
+            slot["exp_avg"].zero_()
+            slot["exp_avg_sq"].zero_()
+    batches, noise = torch.Generator(), torch.Generator()
+    if arm.definition.stream == "parent":
+        batches.set_state(state.generators["batches"])
+    else:
+        batches.manual_seed(fork_seed(parent.spec.seed, step, seed, "batches"))
+    noise.manual_seed(fork_seed(parent.spec.seed, step, seed, "noise"))
+    eval_idx, eval_alt = eval_subset(task, spec.train, spec.seed)
+    with torch.no_grad():
+        row = summarize(evaluate_examples(model.eval(), task, eval_idx, eval_alt))
+    run = Run.create(out, spec, fork=block)
+    try:
+        run.save_checkpoint(step, model)
+        run.append_metrics({"step": step, "lr": spec.train.lr, "train_loss": math.nan, **row, "seconds": 0.0})
+        run.save_resume(step, model, optimizer, {"batches": batches, "noise": noise}, {"wall_seconds": 0.0})
+        if spec.train.save_optimizer:
+            run.save_state(step, model, optimizer, {"batches": batches, "noise": noise}, {"wall_seconds": 0.0})
+    except BaseException:
+        import shutil
+
+        run.release()
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    run.release()
+    return run
+
+
+def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, seed: int = 0,
+         gamma_every: int = 0, gamma_window: int = DEFAULT_GAMMA_WINDOW, settings: dict | None = None,
+         device: str = "cpu", progress: bool = True):
+    """Fork `run` (a Run or a path) at `at` (a saved step, "tau/2", "pre", ...) under `arm` (a name,
+    "NAME:key=value,..." or an Arm) for `steps` steps into the run folder `out`, and train it.
+    Running it again on a finished fork trains nothing; on an interrupted one, resumes it."""
+    from interp.forks.arms import parse_arms
+    from interp.runs import Run
+    from interp.train import train
+
+    parent = run if isinstance(run, Run) else Run.open(run)
+    if isinstance(arm, str):
+        (arm,) = parse_arms(arm) if (":" in arm or "," not in arm) else (None,)
+    if out is None:
+        raise InterpError("a fork needs an output folder (out=...)")
+    step = resolve_at(parent, at)
+    out = Path(out)
+    if Run.is_run(out):
+        existing = Run.open(out)
+        want = fork_block(parent, step, arm, seed, steps, gamma_every, gamma_window, "")
+        have = {k: v for k, v in (existing.fork or {}).items() if k != "state"}
+        if have != {k: v for k, v in want.items() if k != "state"}:
+            raise InterpError(f"{out} holds another run or fork; choose another folder")
+        if (existing.status or {}).get("state") == "done":
+            return existing
+        train(existing, device=device, progress=progress)
+        return Run.open(out)
+    created = create_fork(parent, step, arm, steps, out, seed=seed, gamma_every=gamma_every,
+                          gamma_window=gamma_window, settings=settings, progress=progress)
+    train(created, device=device, progress=progress)
+    return Run.open(out)
+
+
+__all__ = ["fork", "create_fork", "resolve_at", "make_arm"]
