@@ -159,6 +159,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.folder.strip() == "":
         raise InterpError("the folder to list must be a non-empty path (default: checkpoints)")
     from interp.formatting import fmt
+    from interp.forks.design import is_family, listing
     from interp.runs import Run
     from interp.summary import run_summary
 
@@ -173,6 +174,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     else:
         paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
         sweeps = sorted(p for p in root.iterdir() if Sweep.is_sweep(p))
+    families = [root] if is_family(root) else sorted(p for p in root.iterdir() if is_family(p))
     summaries, broken = [], []
     for path in paths:
         try:
@@ -188,6 +190,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
                                "axes": sweep.spec.fields})
         except InterpError as exc:
             broken.append((path, str(exc)))
+    for path in families:
+        try:
+            sweep_rows.append(listing(path))
+        except InterpError as exc:
+            broken.append((path, str(exc)))
     if args.json:
         print(json.dumps(summaries + sweep_rows + [{"path": str(p), "error": e} for p, e in broken], indent=2))
         return 1 if broken else 0
@@ -195,6 +202,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print(f"no runs or sweeps in {root}")
         return 0
     for row in sweep_rows:
+        if row["kind"] == "fork family":
+            print(f"{Path(row['path']).name:<24} fork family: {row['done']}/{row['forks']} forks done, "
+                  f"parent {row['parent']}")
+            continue
         print(f"{Path(row['path']).name:<24} sweep: {row['runs']} runs ({row['done']} done, {row['running']} running, "
               f"{row['failed']} failed" + (f", {row['damaged']} damaged" if row.get("damaged") else "")
               + f"), axes {', '.join(row['axes'])}")
@@ -257,8 +268,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "report file (-o)")
     check_device(args.device)
+    from interp.forks.design import is_family
     from interp.sweeps.sweep import Sweep
 
+    if is_family(args.run):
+        return _report_family(args)
     if Sweep.is_sweep(args.run):
         if args.retrain:
             raise InterpError("--retrain retrains one run; a sweep is trained with: interp sweep " + args.run)
@@ -287,6 +301,26 @@ def cmd_report(args: argparse.Namespace) -> int:
                         progress=not args.quiet)
     print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def _report_family(args: argparse.Namespace) -> int:
+    """The report of a fork family (a folder with forks.json); 1 when some fork is damaged."""
+    import time
+
+    from interp.cli_sweep import report_damaged
+    from interp.forks.family import ForkFamily
+    from interp.report.fork_data import read_family
+    from interp.report.forks import fork_family_report
+
+    if args.retrain or args.runs:
+        flag = "--retrain" if args.retrain else "--runs"
+        raise InterpError(f"{flag} is for a run or a sweep; a fork is a run: interp report {args.run}/FORK -o FILE")
+    start = time.perf_counter()
+    family = ForkFamily.open(args.run)
+    data = read_family(family)
+    path = fork_family_report(family, Path(args.output), progress=not args.quiet, data=data)
+    print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
+    return report_damaged(data.table)  # 1 when some fork is damaged (named in the report and here)
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
@@ -358,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_analyze)
 
     for name, helptext, default in (
-        ("report", "write a self-contained HTML report of a run or of a sweep (summary table, every figure)",
+        ("report", "write a self-contained HTML report of a run, a sweep or a fork family (summary, every figure)",
          "report.html"),
         ("timeline", "write the circuit-formation timeline of a run as a self-contained HTML page",
          "timeline.html"),

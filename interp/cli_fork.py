@@ -158,7 +158,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--steps", type=_positive_int, help="the horizon: steps after the fork step")
     p.add_argument("--out", help="the fork's run folder, or the family folder")
     p.add_argument("--gamma-every", type=_non_negative, default=0,
-                   help="measure the realised update power every K steps (0: off; each costs one full-gradient pass)")
+                   help="measure the realised update power Gamma, summed every K steps of the window (0: off); the "
+                        "clean shadow costs one full-gradient pass at every step of the window (minibatch arms)")
     p.add_argument("--gamma-window", type=_positive_int, default=200,
                    help="...within this many steps after the fork (default: 200)")
     p.add_argument("--eval-every", type=_positive_int, help="evaluate every N steps (default: the parent's)")

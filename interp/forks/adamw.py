@@ -6,6 +6,7 @@ taking it (the shadow update of the realised update power). These functions foll
 torch.optim.AdamW's single-tensor arithmetic operation for operation (decoupled weight decay,
 bias correction from the step counter) on the optimizer's own state (`exp_avg`, `exp_avg_sq`,
 `step`), so an arm can switch between them and torch's step. Tested against torch.optim.AdamW.
+The shadow of the realised update power keeps its own clean moments beside them (`shadow_step`).
 """
 
 from __future__ import annotations
@@ -51,9 +52,13 @@ def explicit_step(optimizer: torch.optim.AdamW, grads_m: list[Tensor], grads_v: 
                    beta1, beta2, group["eps"], group["weight_decay"])
 
 
+SHADOW_KEYS = ("shadow_exp_avg", "shadow_exp_avg_sq", "shadow_step")
+
+
 @torch.no_grad()
 def shadow_params(optimizer: torch.optim.AdamW, grads: list[Tensor]) -> list[Tensor]:
-    """The parameters one AdamW step on `grads` would give, leaving parameters and state untouched."""
+    """The parameters one AdamW step on `grads` would give from the optimizer's own moments,
+    leaving parameters and state untouched."""
     out = []
     for (p, state, group), g in zip(_slots(optimizer), grads, strict=True):
         beta1, beta2 = group["betas"]
@@ -62,3 +67,31 @@ def shadow_params(optimizer: torch.optim.AdamW, grads: list[Tensor]) -> list[Ten
                    group["lr"], beta1, beta2, group["eps"], group["weight_decay"])
         out.append(new)
     return out
+
+
+@torch.no_grad()
+def shadow_step(optimizer: torch.optim.AdamW, grads: list[Tensor]) -> list[Tensor]:
+    """The clean shadow's step: the parameters an AdamW step on `grads` gives from the current
+    parameters with the *shadow's* moments, which it advances (kept in the optimizer state under
+    SHADOW_KEYS, so they are saved and resumed with it; started from the optimizer's own moments
+    the first time). Parameters and the optimizer's own moments are untouched."""
+    out = []
+    for (p, state, group), g in zip(_slots(optimizer), grads, strict=True):
+        if "shadow_step" not in state:
+            state["shadow_exp_avg"] = state["exp_avg"].clone()
+            state["shadow_exp_avg_sq"] = state["exp_avg_sq"].clone()
+            state["shadow_step"] = state["step"].clone()
+        state["shadow_step"] += 1
+        beta1, beta2 = group["betas"]
+        new = p.detach().clone()
+        adamw_math(new, g, g, state["shadow_exp_avg"], state["shadow_exp_avg_sq"], int(state["shadow_step"].item()),
+                   group["lr"], beta1, beta2, group["eps"], group["weight_decay"])
+        out.append(new)
+    return out
+
+
+def drop_shadow(optimizer: torch.optim.AdamW) -> None:
+    """Forget the shadow's moments (the measurement window is over)."""
+    for state in optimizer.state.values():
+        for key in SHADOW_KEYS:
+            state.pop(key, None)

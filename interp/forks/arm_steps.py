@@ -2,10 +2,14 @@
 
 The minibatch arms step with torch.optim.AdamW, as training does; the four full-gradient arms
 with the explicit AdamW of `interp.forks.adamw`, which feeds each moment its own gradient.
-With `gamma_every`, every that many steps within `gamma_window` steps of the fork, the step
-also computes the shadow update s_t (clean full-batch AdamW from the same state) and the
-realised update u_t, and logs sum ||u_t - s_t||^2 and sum ||s_t||^2 with the next metrics row
-(Gamma = their ratio): one full-gradient pass (about D / batch_size minibatch steps) each.
+With `gamma_every` > 0, every step within `gamma_window` steps of the fork also computes the
+shadow update s_t: the step the clean full-batch arm would take from the same parameters, with
+its own moments (started from the arm's at the fork and fed the clean gradient g at every step
+of the window, so the noise a moment has accumulated shows in the realised update). Every
+`gamma_every`-th step of the window, sum ||u_t - s_t||^2 and sum ||s_t||^2 (u_t the arm's actual
+update) are added up for the next metrics row; Gamma is their ratio. The cost: one full-gradient
+pass (about D / batch_size minibatch steps) at every step of the window for the minibatch arms;
+the full-gradient arms compute g anyway.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import math
 
 import torch
 
-from interp.forks.adamw import explicit_step, shadow_params
+from interp.forks.adamw import drop_shadow, explicit_step, shadow_step
 from interp.forks.arms import Arm, arm_of
 from interp.metrics import batch_loss
 
@@ -90,22 +94,24 @@ class ArmStep:
 
     def __call__(self, step: int) -> torch.Tensor:
         since = step - self.fork_step - 1
-        measure = self.gamma_every > 0 and since < self.gamma_window and since % self.gamma_every == 0
+        window = self.gamma_every > 0 and 0 <= since < self.gamma_window
         clean = None
         if self.arm.definition.explicit:
             loss, clean, g_m, g_v = self.gradients()
-        if measure:
+        if window:  # the clean full-batch shadow advances at every step of the window
             if clean is None:
                 _, clean = full_gradient(self.forward, self.params, self.tokens, self.loss_pos)
             before = [p.detach().clone() for p in self.params]
-            shadow = shadow_params(self.optimizer, clean)
+            shadow = shadow_step(self.optimizer, clean)
+        elif self.gamma_every > 0 and since == self.gamma_window:
+            drop_shadow(self.optimizer)
         if self.arm.definition.explicit:
             if not bool(torch.isfinite(loss)):
                 return loss
             explicit_step(self.optimizer, g_m, g_v)
         else:
             loss = self.minibatch_step(step)
-        if measure:
+        if window and since % self.gamma_every == 0:
             with torch.no_grad():
                 u = [p.detach() - b for p, b in zip(self.params, before)]
                 s = [x - b for x, b in zip(shadow, before)]

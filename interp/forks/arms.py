@@ -33,7 +33,7 @@ DIRECTIONS = ("vmin", "-vmin", "random")
 class Param:
     kind: type
     default: object  # None: required
-    low: float | None = 0.0
+    low: int | float | None = 0.0
     low_open: bool = False
     choices: tuple = ()
     doc: str = ""
@@ -96,8 +96,8 @@ class Arm:
 
     @property
     def slug(self) -> str:
-        """The arm in a folder name: label characters other than letters, digits, . + - become _."""
-        text = self.name + "".join(f"-{k}{v:g}" if isinstance(v, float) else f"-{k}{v}" for k, v in self.params)
+        """The arm in a folder name ("v_only_noise_s0.5"): characters other than letters, digits, . + - _ become _."""
+        text = self.name + "".join(f"_{k}{v:g}" if isinstance(v, float) else f"_{k}{v}" for k, v in self.params)
         return "".join(ch if ch.isalnum() or ch in ".+-_" else "_" for ch in text)
 
     def train_changes(self) -> dict:

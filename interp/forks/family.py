@@ -17,7 +17,6 @@ steps_run counts the steps evaluated after the fork (last_step is the absolute l
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -25,13 +24,12 @@ from pathlib import Path
 
 from interp.errors import InterpError
 from interp.files import atomic_write_json
-from interp.forks.arms import Arm, make_arm
+from interp.forks.arms import Arm
+from interp.forks.design import FAMILY_FILE, FORMAT, SEEDLESS, design_arms, design_points, read_design
 from interp.forks.fork import DEFAULT_GAMMA_WINDOW, check_out, create_fork, fork_block, fork_spec, resolve_at
 from interp.runs import RESUME_FILE, Run, RunLock
 
-FAMILY_FILE = "forks.json"
-FORMAT = 1
-SEEDLESS = ("continue", "full_batch")  # no random stream of their own: one fork per step
+__all__ = ["ForkFamily", "escapes", "FAMILY_FILE", "FORMAT", "SEEDLESS"]
 
 
 class ForkFamily:
@@ -40,7 +38,7 @@ class ForkFamily:
     def __init__(self, path: Path, design: dict):
         self.path = Path(path)
         self.design = design
-        self.arms: list[Arm] = [make_arm(a["arm"], **a.get("params", {})) for a in design["arms"]]
+        self.arms: list[Arm] = design_arms(design)
 
     # ------------------------------------------------------------------ make / open
     @classmethod
@@ -75,19 +73,11 @@ class ForkFamily:
     @classmethod
     def open(cls, path) -> ForkFamily:
         path = Path(path)
-        file = path / FAMILY_FILE
-        if not file.is_file():
-            raise InterpError(f"{path} is not a fork family (it has no {FAMILY_FILE})")
-        try:
-            design = json.loads(file.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InterpError(f"{file} is not valid JSON: {exc}") from None
-        if not isinstance(design, dict) or design.get("format") != FORMAT:
-            raise InterpError(f"{file} is not a fork family of format {FORMAT}")
+        design = read_design(path)
         try:
             return cls(path, design)
         except (KeyError, TypeError) as exc:
-            raise InterpError(f"{file} lacks part of a fork family ({exc})") from None
+            raise InterpError(f"{path / FAMILY_FILE} lacks part of a fork family ({exc})") from None
 
     @staticmethod
     def is_family(path) -> bool:
@@ -104,14 +94,8 @@ class ForkFamily:
     # ------------------------------------------------------------------ points
     def _points(self, parent) -> list[tuple[str, object, dict]]:
         d = self.design
-        out = []
-        for step in d["steps"]:
-            for arm in self.arms:
-                for seed in (d["seeds"][:1] if arm.name in SEEDLESS else d["seeds"]):
-                    spec = fork_spec(parent, step, arm, d["horizon"], d["settings"])
-                    name = f"at{step}-{arm.slug}-s{seed}"
-                    out.append((name, spec, {"step": step, "arm": arm, "seed": seed}))
-        return out
+        return [(name, fork_spec(parent, step, arm, d["horizon"], d["settings"]), {"step": step, "arm": arm, "seed": seed})
+                for name, step, arm, seed in design_points(d, self.arms)]
 
     def points(self) -> list[tuple[str, object, dict]]:
         """(folder name, RunSpec, {"step", "arm", "seed"}) of every fork, in design order."""
@@ -208,7 +192,7 @@ class ForkFamily:
 def escapes(run, fork_step: int, state: str) -> dict:
     """escape_half / escape_snap (steps after the fork), censored flags, steps run after the fork,
     and gamma (sum ||u - s||^2 / sum ||s||^2 over the logged samples) of one fork."""
-    from interp.transition import LEAVE_FRACTION, SNAP_FRACTION  # noqa: F401 - thresholds named in docs
+    from interp.transition import SNAP_FRACTION
 
     out = {"escape_half": math.nan, "escape_snap": math.nan, "censored_escape_half": False,
            "censored_escape_snap": False, "steps_run": None, "gamma": math.nan, "gamma_samples": 0}

@@ -195,7 +195,11 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
 
     parent = run if isinstance(run, Run) else Run.open(run)
     if isinstance(arm, str):
-        (arm,) = parse_arms(arm) if (":" in arm or "," not in arm) else (None,)
+        arms = parse_arms(arm)
+        if len(arms) != 1:
+            raise InterpError(f"interp.fork makes one fork, got {len(arms)} arms; a family of forks is "
+                              f"interp.ForkFamily (or interp fork with lists)")
+        arm = arms[0]
     if out is None:
         raise InterpError("a fork needs an output folder (out=...)")
     step = resolve_at(parent, at)

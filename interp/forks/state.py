@@ -14,8 +14,6 @@ checkpoint, another machine or torch build).
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 from tqdm.auto import tqdm
 
@@ -34,9 +32,11 @@ def check_replayable(run, start: int, step: int) -> None:
         raise InterpError(f"{run.path} is itself a fork: its states cannot be replayed; fork its parent "
                           f"{run.fork.get('parent')} instead, or make the fork with --save-optimizer")
     threads = torch.get_num_threads()
-    for s in sessions_upto(run, step):
-        if s.get("from_step", 0) + 0 < start and s is not sessions_upto(run, step)[-1]:
-            continue
+    sessions = sessions_upto(run, step)
+    # session i trained the steps after its from_step up to the next session's from_step
+    relevant = [s for i, s in enumerate(sessions)
+                if i == len(sessions) - 1 or sessions[i + 1].get("from_step", 0) > start]
+    for s in relevant:
         if s.get("device", "cpu") != "cpu":
             raise InterpError(f"{run.path} was trained on {s['device']} (steps from {s.get('from_step', 0)}): a GPU "
                               f"run cannot be replayed bit for bit; a fork of it needs a state kept at step {step} "
@@ -155,6 +155,3 @@ def verify(run, state, step: int, start: int) -> None:
                           f"there ({differ} of {total} values differ, by up to {worst:.3g}): {why}; a fork needs a "
                           f"state kept at step {step} (train with --save-optimizer)")
 
-
-def with_changes(state, **changes):
-    return dataclasses.replace(state, **changes)

@@ -30,6 +30,8 @@ EXPECT = {
     "fixed_d_control.py": "flat (CI contains 0)",
     "noise.py": "slope of log tau vs log lr",
     "direction_asymmetry.py": "a_to_b / bz_to_a, geometric mean",
+    "forks.py": "realised update power Gamma",
+    "06_fork.py": "escape to tau_half",
 }
 
 
@@ -45,6 +47,26 @@ def sweeps(tmp_path_factory) -> dict:
     return sweep_folders(tmp_path_factory.mktemp("sweeps"))
 
 
+@pytest.fixture(scope="module")
+def fork_family(tmp_path_factory) -> Path:
+    """A small real fork family (a tiny parent, 2 fork steps x 3 arms x 2 seeds, Gamma sampled): 15 s."""
+    from interp.forks.arms import parse_arms
+    from interp.forks.family import ForkFamily
+    from interp.presets import preset
+    from interp.runs import Run
+    from interp.train import train
+
+    root = tmp_path_factory.mktemp("forks")
+    spec = preset("tiny").override(n_bases=20, k=4, n_layers=1, d_model=32, d_head=8, n_heads=2, d_mlp=64, steps=60,
+                                   eval_every=10, checkpoint_every=10, eval_size=32, batch_size=16,
+                                   stop_after_snap=None, dense_until=0)
+    train(Run.create(root / "parent", spec), progress=False)
+    family = ForkFamily.create(Run.open(root / "parent"), ["20", "40"], parse_arms("minibatch,full_batch,v_only_noise"),
+                               [0, 1], 20, root / "family", gamma_every=5)
+    family.train(workers=1, progress=False)
+    return family.path
+
+
 def _run(script: Path, *args: str, cwd: Path) -> str:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
@@ -54,7 +76,7 @@ def _run(script: Path, *args: str, cwd: Path) -> str:
 
 
 def test_there_are_examples_and_findings():
-    assert len(EXAMPLES) == 5 and len(FINDINGS) == 8
+    assert len(EXAMPLES) == 6 and len(FINDINGS) == 9
     assert set(EXPECT) == {p.name for p in EXAMPLES + FINDINGS}
 
 
@@ -67,6 +89,8 @@ def test_example_runs(script, demo_copy, tmp_path):
         assert again == out
         return
     args = [str(demo_copy)] + ([str(tmp_path / "timeline.html")] if script.name == "04_timeline.py" else [])
+    if script.name == "06_fork.py":
+        args.append(str(tmp_path / "fork"))
     out = _run(script, *args, cwd=tmp_path)
     assert EXPECT[script.name] in out
     if script.name == "04_timeline.py":
@@ -74,8 +98,11 @@ def test_example_runs(script, demo_copy, tmp_path):
 
 
 @pytest.mark.parametrize("script", FINDINGS, ids=lambda p: p.name)
-def test_finding_script_prints_ours_beside_the_paper_and_writes_its_figure(script, demo_copy, sweeps, tmp_path):
+def test_finding_script_prints_ours_beside_the_paper_and_writes_its_figure(script, demo_copy, sweeps, tmp_path,
+                                                                          request):
     target = sweeps[SWEEP_FINDINGS[script.name]].path if script.name in SWEEP_FINDINGS else demo_copy
+    if script.name == "forks.py":
+        target = request.getfixturevalue("fork_family")
     out = _run(script, str(target), "--out", str(tmp_path), cwd=tmp_path)
     assert EXPECT[script.name] in out and "paper:" in out and "ours:" in out
     assert list(tmp_path.glob("*.html"))

@@ -43,7 +43,7 @@ def test_every_demo_checkpoint_loads_and_is_verified(demo):
     for step in demo.steps:
         demo.state_dict(step)  # raises on a hash mismatch
     total = sum(p.stat().st_size for p in (DEMO / "checkpoints").iterdir())
-    assert total < 20 * 2**20
+    assert total < 24 * 2**20  # 29 float16 checkpoints of 0.8 MB (the snap comes at step 1550)
 
 
 def test_demo_metrics_show_plateau_then_snap(demo):

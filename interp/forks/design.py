@@ -1,0 +1,77 @@
+"""A fork family's design from its forks.json alone: no parent, no torch.
+
+`ForkFamily` needs the parent to make each fork's spec; `interp ls` (which must stay light) and
+a report whose parent has gone missing need only what the design says: the fork folders'
+names and which arms have one fork per step. Both read it here, so the naming rule is written
+once; `listing` is the family's line of `interp ls`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from interp.errors import InterpError
+from interp.forks.arms import Arm, make_arm
+
+FAMILY_FILE = "forks.json"
+FORMAT = 1
+SEEDLESS = ("continue", "full_batch")  # no random stream of their own: one fork per step
+
+
+def is_family(path) -> bool:
+    return (Path(path) / FAMILY_FILE).is_file()
+
+
+def read_design(path) -> dict:
+    """The design stored in `path`/forks.json; InterpError when it is missing or not a family's."""
+    file = Path(path) / FAMILY_FILE
+    if not file.is_file():
+        raise InterpError(f"{path} is not a fork family (it has no {FAMILY_FILE})")
+    try:
+        design = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InterpError(f"{file} is not valid JSON: {exc}") from None
+    if not isinstance(design, dict) or design.get("format") != FORMAT:
+        raise InterpError(f"{file} is not a fork family of format {FORMAT}")
+    return design
+
+
+def design_arms(design: dict) -> list[Arm]:
+    try:
+        return [make_arm(a["arm"], **a.get("params", {})) for a in design["arms"]]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise InterpError(f"{FAMILY_FILE} lacks part of a fork family ({exc})") from None
+
+
+def fork_name(step: int, arm: Arm, seed: int) -> str:
+    return f"at{step}-{arm.slug}-s{seed}"
+
+
+def design_points(design: dict, arms: list[Arm] | None = None) -> list[tuple[str, int, Arm, int]]:
+    """(folder name, fork step, arm, fork seed) of every fork, in design order."""
+    arms = design_arms(design) if arms is None else arms
+    try:
+        return [(fork_name(step, arm, seed), step, arm, seed)
+                for step in design["steps"] for arm in arms
+                for seed in (design["seeds"][:1] if arm.name in SEEDLESS else design["seeds"])]
+    except (KeyError, TypeError) as exc:
+        raise InterpError(f"{FAMILY_FILE} lacks part of a fork family ({exc})") from None
+
+
+def listing(path) -> dict:
+    """A family's `interp ls` row: how many of its forks are done, read from their status files
+    (a fork not made yet, or damaged, is not done)."""
+    from interp.runs import Run
+
+    path = Path(path)
+    design = read_design(path)
+    points = design_points(design)
+    done = 0
+    for name, *_ in points:
+        try:
+            done += (Run.open(path / name).status or {}).get("state") == "done"
+        except InterpError:
+            continue
+    return {"path": str(path), "kind": "fork family", "forks": len(points), "done": done,
+            "parent": design.get("parent")}
