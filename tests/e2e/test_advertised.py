@@ -43,6 +43,8 @@ def budget(argv: list[str]) -> list[str]:
         return argv + ["--quiet"]
     if command == "sweep" and argv[1:2] != ["status"]:
         return argv + (["--steps", "20"] if "--preset" in argv else []) + ["--quiet"]
+    if command == "fork" and argv[1:2] != ["status"]:
+        return argv + ["--steps", "5", "--quiet"]  # the horizon (a full-batch step is 20 minibatch steps)
     return argv
 
 

@@ -4,7 +4,8 @@ count or a GPU made, is refused; each explicit arm's first update is the one com
 independently (the full gradient chunk by chunk, the two minibatches, AdamW by hand); the
 realised update power is exactly 0 for the clean arm and agrees with a recomputation from the
 logged updates; a fork that never escapes within its horizon is censored; bad `interp fork`
-input ends in one error line and writes nothing.
+input ends in one error line and writes nothing; a kick moves the state by eps along a unit
+direction (the Hessian's bottom eigenvector, cached, or a random one).
 
 Fixtures: `parents` holds two 60-step runs of a tiny model that stay on the plateau
 (checkpoints at 0, 1, 2, 4, 8, 10, 20, ..., 60; D = 520 examples, so the library's full-gradient
@@ -542,3 +543,50 @@ def test_bad_fork_input_is_one_line_and_writes_nothing(parents, tmp_path, capsys
     _refused(capsys, argv, fragment)
     assert not Path(options["--out"]).exists()
     assert _snapshot(parent.path) == before
+
+
+# ---------------------------------------------------------------------------- kicks
+KICK_AT = 40
+
+
+def test_a_kick_displaces_the_state_by_eps_along_a_cached_unit_direction(parents, tmp_path):
+    """kick:eps=,direction=...: the fork's starting parameters are the parent's state plus eps times
+    a unit vector; vmin is the Hessian's bottom eigenvector (a cached file, reused, pointing
+    downhill), -vmin its opposite, random a unit direction from the fork seed."""
+    from interp.analysis.hessian import DEFAULTS, sample_indices, spectrum
+    from interp.forks.directions import CACHE
+
+    parent = parents["plain"]  # at another step than the bad-input kick, whose direction must not be cached
+    state, _ = state_at(parent, KICK_AT)
+    eps = 0.05
+    moved = {}
+    for direction in ("vmin", "-vmin", "random"):
+        out = tmp_path / direction.replace("-", "minus_")
+        create_fork(parent, KICK_AT, make_arm("kick", eps=eps, direction=direction), 5, out,
+                    settings={"checkpoint_dtype": "float32"})
+        start = Run.open(out).state_dict(KICK_AT)
+        delta = {n: start[n] - state.params[n] for n in start}
+        norm = math.sqrt(sum(float((d.double() ** 2).sum()) for d in delta.values()))
+        assert norm == pytest.approx(eps, rel=1e-4)
+        moved[direction] = delta
+    cached = parent.path / CACHE / f"vmin_step_{KICK_AT:07d}.safetensors"
+    assert cached.exists()
+    for n in moved["vmin"]:  # -vmin is the opposite displacement, random another one
+        assert torch.allclose(moved["vmin"][n], -moved["-vmin"][n], atol=1e-6)
+    cos = sum(float((moved["vmin"][n] * moved["random"][n]).sum()) for n in moved["vmin"]) / eps**2
+    assert abs(cos) < 0.5
+    # vmin is the bottom eigenvector of the Hessian analysis, computed again here, up to its sign
+    model = _model(parent, state.params)
+    idx = sample_indices(parent.task, DEFAULTS["n_examples"], parent.spec.seed)
+    res = spectrum(model.eval(), parent.task.tokens[idx], parent.task.layout.loss_pos, k=1, seed=parent.spec.seed)
+    v = torch.from_numpy(res["bottom"].vectors[:, 0].copy()).double()
+    mine = torch.cat([moved["vmin"][n].reshape(-1).double() for n in _names(parent)]) / eps
+    assert abs(float(v @ mine)) / float(v.norm()) == pytest.approx(1.0, abs=1e-3)
+    assert float(res["grad"].double() @ mine) <= 0  # oriented downhill
+    # a second kick at that step reads the cached direction (the file is not rewritten)
+    before = cached.stat().st_mtime_ns
+    create_fork(parent, KICK_AT, make_arm("kick", eps=eps, direction="vmin"), 5, tmp_path / "again",
+                settings={"checkpoint_dtype": "float32"})
+    assert cached.stat().st_mtime_ns == before
+    again = Run.open(tmp_path / "again").state_dict(KICK_AT)
+    assert all(torch.equal(again[n] - state.params[n], moved["vmin"][n]) for n in again)
