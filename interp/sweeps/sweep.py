@@ -296,8 +296,8 @@ class Sweep:
             raise InterpError(f"{path} is a file; a sweep needs a folder")
         if (path / SWEEP_FILE).exists():
             cls.open(path).spec.extended_by(spec).runs()  # refuse before writing anything (the lock file)
-        else:
-            _check_empty(path)
+        else:  # another process may write sweep.json meanwhile: checked again under the lock
+            _check_empty(path, sweep_ok=True)
         path.mkdir(parents=True, exist_ok=True)
         with _locked(path):
             if (path / SWEEP_FILE).exists():  # perhaps written by another process since the checks above
@@ -417,9 +417,11 @@ def _nan(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _check_empty(path: Path) -> None:
-    """Refuse a folder that holds anything but the sweep's own lock (and another writer's temporary files)."""
-    if path.is_dir() and any(p.name != SWEEP_LOCK and not p.name.endswith(".tmp") for p in path.iterdir()):
+def _check_empty(path: Path, sweep_ok: bool = False) -> None:
+    """Refuse a folder that holds anything but the sweep's own lock (and another writer's temporary
+    files; with `sweep_ok`, the sweep.json another process has just written)."""
+    allowed = {SWEEP_LOCK, SWEEP_FILE} if sweep_ok else {SWEEP_LOCK}
+    if path.is_dir() and any(p.name not in allowed and not p.name.endswith(".tmp") for p in path.iterdir()):
         raise InterpError(f"{path} exists, is not empty and is not a sweep; choose another folder")
 
 
