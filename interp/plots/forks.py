@@ -10,16 +10,12 @@ of the fits (figures depend on results, never the reverse).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 
 from interp.errors import InterpError
 from interp.plots.style import PALETTE, TAU_COLOR, require
-
-if TYPE_CHECKING:
-    from interp.sweeps.forks import ForkComparison
 
 COLUMNS = ("fork_step", "label", "n", "n_censored", "median", "median_censored", "ci_low", "ci_high", "ratio",
            "ratio_bound")
@@ -37,7 +33,7 @@ def _hover(r) -> str:
     return f"{r.label} at fork step {r.fork_step}<br>{med}<br>{ci}<br>{ratio}<br>{r.n} runs, {r.n_censored} censored"
 
 
-def fork_escapes(result: ForkComparison) -> go.Figure:
+def fork_escapes(result) -> go.Figure:  # an interp.sweeps.forks.ForkComparison
     """Median escape (steps after the fork) per fork step, one trace per arm, on a log axis."""
     if not all(hasattr(result, a) for a in ("rows", "reference", "y", "level")):
         raise InterpError(f"fork escapes: expected the result of interp.sweeps.forks.forks, got {type(result).__name__}")
