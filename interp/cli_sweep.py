@@ -197,7 +197,8 @@ def add_parsers(sub) -> None:
     _add_sweep_value_flags(p)
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("scaling", help="the family-level fits of a sweep: scaling law, fixed D, noise, asymmetry")
+    p = sub.add_parser("scaling", help="the family-level fits of a sweep: scaling law, fixed D, noise, asymmetry, "
+                                       "selector sharing")
     p.add_argument("sweep", help="sweep folder")
     p.add_argument("--y", default="tau_half", choices=["tau_half", "tau_window"], help="the plateau measure")
     p.add_argument("--json", action="store_true", help="every fit as JSON")

@@ -84,10 +84,22 @@ class TaskSpec:
     len_a: int = 4
     direction: str = "bz_to_a"
     unique_first: bool = True
+    selector_groups: int | None = None  # G: bases g // G share one set of K selectors; None: one set for all
+    # (the selector-sharing control, docs/definitions.md "The task"); omitted from to_dict when None
 
     @property
     def dataset_size(self) -> int:
         return self.n_bases * self.k
+
+    @property
+    def n_selector_sets(self) -> int:
+        """How many distinct sets of K selectors the task has: n_bases / G (1 when G is None)."""
+        return 1 if self.selector_groups is None else self.n_bases // self.selector_groups
+
+    @property
+    def bases_per_selector_set(self) -> int:
+        """How many bases share each selector string: G, or n_bases when every base shares one set."""
+        return self.n_bases if self.selector_groups is None else self.selector_groups
 
     def validate(self) -> None:
         """Refuse impossible specs with a message that says why and what is allowed."""
@@ -116,6 +128,7 @@ class TaskSpec:
                 f"k = {self.k} selectors do not fit in the {N_CHARS**self.len_z} distinct z strings "
                 f"of length {self.len_z}; increase len_z or lower k"
             )
+        self._validate_selector_groups()
         if self.n_bases > N_CHARS**self.len_b:
             raise InterpError(
                 f"n_bases = {self.n_bases} exceeds the {N_CHARS**self.len_b} distinct B strings of "
@@ -133,6 +146,28 @@ class TaskSpec:
                 f"with it; increase len_a or lower n_bases"
             )
 
+    def _validate_selector_groups(self) -> None:
+        g = self.selector_groups
+        if g is None:
+            return
+        check_int("selector_groups", g, minimum=1, maximum=self.n_bases)
+        if "z" not in DIRECTIONS[self.direction][0]:
+            raise InterpError(f"selector_groups = {g} needs a direction with a selector z; {self.direction!r} "
+                              f"has none (allowed: {', '.join(d for d, (i, _) in DIRECTIONS.items() if 'z' in i)})")
+        if self.n_bases % g:
+            divisors = [d for d in range(1, self.n_bases + 1) if self.n_bases % d == 0]
+            near = sorted(divisors, key=lambda d: (abs(d - g), d))[:2]
+            raise InterpError(f"selector_groups = {g} does not divide n_bases = {self.n_bases}: every supergroup "
+                              f"must hold the same number of bases (nearest allowed: "
+                              f"{', '.join(map(str, sorted(near)))})")
+        need = self.n_selector_sets * self.k
+        if need > N_CHARS**self.len_z:
+            raise InterpError(
+                f"selector_groups = {g} gives {self.n_selector_sets} selector sets of k = {self.k}: {need} distinct "
+                f"z strings, more than the {N_CHARS**self.len_z} of length {self.len_z}; increase len_z "
+                f"(or raise selector_groups)"
+            )
+
     @property
     def sequence_length(self) -> int:
         """Tokens per example: BOS, each input and a separator after it, the output, EOS."""
@@ -141,7 +176,12 @@ class TaskSpec:
         return 1 + sum(lengths[name] + 1 for name in inputs) + lengths[output] + 1
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields as a dict; `selector_groups` only when set, so the specs (and their hashes,
+        `spec_sha256`) of runs made before the option existed are unchanged."""
+        out = dataclasses.asdict(self)
+        if out["selector_groups"] is None:
+            del out["selector_groups"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> TaskSpec:
@@ -282,7 +322,9 @@ class RunSpec:
         self.train.validate()
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """What run.json stores and `spec_sha256` hashes (each section's own `to_dict`)."""
+        return {"seed": self.seed, "task": self.task.to_dict(), "model": self.model.to_dict(),
+                "train": dataclasses.asdict(self.train)}
 
     @classmethod
     def from_dict(cls, data: dict) -> RunSpec:

@@ -2,6 +2,12 @@
 
 A Task holds tensors, not lists of dicts. Examples are stored group-major: example
 `g * K + i` is base `g` with selector `i`. Nothing here knows about models.
+
+Selector `i` means the i-th selector of the example's own selector set: one set shared by
+every base (the paper's task), or, with `TaskSpec.selector_groups = G`, one set per supergroup
+of G consecutive bases (base g in supergroup g // G), no string shared between sets.
+`selector_id` is always that within-set index 0..K-1, so the K candidates, the targets
+`targets[g, i]` and every "other selector of the group" keep their meaning.
 """
 
 from __future__ import annotations
@@ -108,6 +114,25 @@ def _distinct_strings(rng: np.random.Generator, n: int, length: int) -> np.ndarr
     raise InterpError(f"could not draw {n} distinct strings of length {length}")
 
 
+def _more_distinct_strings(rng: np.random.Generator, taken: np.ndarray, n: int, length: int) -> np.ndarray:
+    """n distinct random strings of `length` characters, none of them among the rows of `taken`."""
+    space = N_CHARS**length
+    if len(taken) + n > space:
+        raise InterpError(f"could not draw {n} more distinct strings of length {length}: {len(taken)} of the "
+                          f"{space} are taken")
+    weights = N_CHARS ** np.arange(length - 1, -1, -1)
+    if space <= 10**7:
+        free = np.setdiff1d(np.arange(space), taken @ weights)
+        return _digits(rng.choice(free, size=n, replace=False), length)
+    rows = rng.integers(0, N_CHARS, size=(n, length))
+    for _ in range(1000):
+        dup = _first_duplicates(np.concatenate([taken, rows]))[len(taken):]
+        if not dup.any():
+            return rows
+        rows[dup] = rng.integers(0, N_CHARS, size=(int(dup.sum()), length))
+    raise InterpError(f"could not draw {n} more distinct strings of length {length}")
+
+
 def _targets(rng: np.random.Generator, spec: TaskSpec) -> np.ndarray:
     """[n_bases, K, len_a] character indices, unique across the dataset."""
     n, k, length = spec.n_bases, spec.k, spec.len_a
@@ -132,23 +157,29 @@ def _targets(rng: np.random.Generator, spec: TaskSpec) -> np.ndarray:
 
 
 class Task:
-    """A generated task: tokens [D, T] plus group, selector and candidate tables."""
+    """A generated task: tokens [D, T] plus group, selector and candidate tables.
+
+    `selector_sets` [S, K, len_z] holds every selector string, `supergroup` [n_bases] the set
+    each base uses (S = 1 and all zeros unless `spec.selector_groups` is set)."""
 
     def __init__(
         self,
         spec: TaskSpec,
         seed: int,
-        selectors: Int[Tensor, "k len_z"],
+        selector_sets: Int[Tensor, "sets k len_z"],
         bases: Int[Tensor, "n_bases len_b"],
         targets: Int[Tensor, "n_bases k len_a"],
     ):
         self.spec = spec
         self.seed = seed
         self.layout = build_layout(spec)
-        self.selectors = selectors
+        self.selector_sets = selector_sets
         self.bases = bases
         self.targets = targets
         n, k = spec.n_bases, spec.k
+        if len(selector_sets) != spec.n_selector_sets:
+            raise InterpError(f"{len(selector_sets)} selector sets given; the spec needs {spec.n_selector_sets}")
+        self.supergroup = torch.arange(n) // spec.bases_per_selector_set
         self.group_id = torch.arange(n).repeat_interleave(k)
         self.selector_id = torch.arange(k).repeat(n)
         self.tokens = self._build_tokens(self.group_id, self.selector_id)
@@ -161,8 +192,14 @@ class Task:
         selectors = _distinct_strings(rng, spec.k, spec.len_z)
         bases = _distinct_strings(rng, spec.n_bases, spec.len_b)
         targets = _targets(rng, spec)
+        # the other supergroups' selectors come after every draw of the one-set task, so G = n_bases
+        # (or None) gives it bit for bit; no string is shared between sets
+        extra = (spec.n_selector_sets - 1) * spec.k
+        if extra:
+            selectors = np.concatenate([selectors, _more_distinct_strings(rng, selectors, extra, spec.len_z)])
+        sets = selectors.reshape(spec.n_selector_sets, spec.k, spec.len_z)
         as_tokens = lambda a: torch.from_numpy(a + FIRST_CHAR_ID).long()  # noqa: E731
-        return cls(spec, seed, as_tokens(selectors), as_tokens(bases), as_tokens(targets))
+        return cls(spec, seed, as_tokens(sets), as_tokens(bases), as_tokens(targets))
 
     # ----------------------------------------------------------------- sizes and names
     @property
@@ -176,6 +213,28 @@ class Task:
     @property
     def size(self) -> int:
         return self.spec.dataset_size
+
+    @property
+    def n_selector_sets(self) -> int:
+        return self.spec.n_selector_sets
+
+    @property
+    def selectors(self) -> Int[Tensor, "k len_z"]:
+        """The K selectors every base shares (the task without `selector_groups`, or G = n_bases).
+        With several selector sets there is no such table: use `selector_sets` or `selector_tokens`."""
+        if self.n_selector_sets != 1:
+            raise InterpError(
+                f"this task has {self.n_selector_sets} selector sets (selector_groups = "
+                f"{self.spec.selector_groups}), so no one table of K selectors: use task.selector_sets "
+                f"[sets, K, len_z] with task.supergroup, or task.selector_tokens(group_id, selector_id)"
+            )
+        return self.selector_sets[0]
+
+    def selector_tokens(
+        self, group_id: Int[Tensor, " n"], selector_id: Int[Tensor, " n"]
+    ) -> Int[Tensor, "n len_z"]:
+        """The z tokens of selector `selector_id` of each group's own selector set."""
+        return self.selector_sets[self.supergroup[group_id], selector_id]
 
     @property
     def log_k(self) -> float:
@@ -197,7 +256,7 @@ class Task:
         if name == "B":
             return self.bases[group_id]
         if name == "z":
-            return self.selectors[selector_id]
+            return self.selector_tokens(group_id, selector_id)
         return self.targets[group_id, selector_id]
 
     def _build_tokens(
@@ -215,12 +274,13 @@ class Task:
     def with_selector(
         self, idx: Int[Tensor, " n"], selector_id: Int[Tensor, " n"]
     ) -> Int[Tensor, "n seq"]:
-        """The examples `idx` with their z replaced by selector `selector_id` (outputs kept)."""
+        """The examples `idx` with their z replaced by selector `selector_id` of the example's own
+        selector set (outputs kept)."""
         if not self.has_selector:
             raise InterpError(f"direction {self.spec.direction!r} has no selector to replace")
         tokens = self.tokens[idx].clone()
         start, stop = self.layout.segments["z"]
-        tokens[:, start:stop] = self.selectors[selector_id]
+        tokens[:, start:stop] = self.selector_tokens(self.group_id[idx], selector_id)
         return tokens
 
     def outputs(self) -> Int[Tensor, "n_bases k out"]:
@@ -239,7 +299,8 @@ class Task:
         return tokens
 
     def other_selectors(self, idx: Int[Tensor, " n"], generator: torch.Generator) -> Int[Tensor, " n"]:
-        """For each example a uniformly drawn selector of its group that is never its own."""
+        """For each example a uniformly drawn selector of its group (so of its own selector set)
+        that is never its own: a within-set index, as `with_selector` takes."""
         offset = torch.randint(1, self.k, (len(idx),), generator=generator)
         return (self.selector_id[idx] + offset) % self.k
 
@@ -261,7 +322,8 @@ class Task:
     def sha256(self) -> str:
         """Hash of everything generated, stored in a run to check regeneration."""
         h = hashlib.sha256()
-        for t in (self.selectors, self.bases, self.targets, self.tokens):
+        # selector_sets of one set has the bytes the one-set task always hashed
+        for t in (self.selector_sets, self.bases, self.targets, self.tokens):
             h.update(t.numpy().astype("<i8").tobytes())
         return h.hexdigest()
 
@@ -284,5 +346,6 @@ class Task:
         s = self.spec
         return (
             f"Task({s.direction}, K={s.k}, n_bases={s.n_bases}, D={s.dataset_size}, "
-            f"seq={self.layout.length}, decision_pos={self.layout.decision_pos}, seed={self.seed})"
+            f"seq={self.layout.length}, decision_pos={self.layout.decision_pos}, seed={self.seed}"
+            + (f", selector_groups={s.selector_groups})" if s.selector_groups is not None else ")")
         )

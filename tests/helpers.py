@@ -101,7 +101,7 @@ def loop_metrics(model, task: Task, idx: torch.Tensor, alt: torch.Tensor) -> dic
         lse_first = math.log(sum(math.exp(f - max(firsts)) for f in firsts)) + max(firsts)
         out["loss_cand_first"].append(lse_first - firsts[k_true])
         swapped = row.clone()
-        swapped[list(lay.z_pos)] = task.selectors[alt_sel]
+        swapped[list(lay.z_pos)] = task.selector_sets[task.supergroup[g], alt_sel]
         swapped_logp = model(swapped.unsqueeze(0))[0].double().log_softmax(-1)
         out["shuffle_gap"].append(
             -float(swapped_logp[lay.decision_pos, row[lay.decision_pos + 1]]) - out["loss_first"][-1]

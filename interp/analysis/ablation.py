@@ -87,9 +87,11 @@ def resample_tokens(task: Task, tokens: Int[Tensor, "n seq"], table: Int[Tensor,
     b0, b1 = lay.segments["B"]
     z0, z1 = lay.segments["z"]
     group = _ids_of(tokens[:, b0:b1], task.bases)
-    own = _ids_of(tokens[:, z0:z1], task.selectors)
+    # selector strings are unique across the task's selector sets (task.selector_groups), so the
+    # flat index over every set, modulo K, is the selector's index within its own set
+    own = _ids_of(tokens[:, z0:z1], task.selector_sets.reshape(-1, z1 - z0)) % task.k
     source = tokens.clone()
-    source[:, z0:z1] = task.selectors.to(tokens.device)[table.to(tokens.device)[group, own]]
+    source[:, z0:z1] = task.selector_tokens(group.cpu(), table.cpu()[group.cpu(), own.cpu()]).to(tokens.device)
     return source
 
 

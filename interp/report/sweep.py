@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from interp.errors import InterpError
+from interp.report.mechanisms import mechanism_html
 from interp.report.page import Section, figure_html, page, section_html, summary_table, write_html
 from interp.sweeps.family import Fits, sweep_fits
 from interp.sweeps.sweep import Sweep
@@ -38,7 +39,8 @@ def _summary_rows(sweep: Sweep, table: pd.DataFrame, fits: Fits) -> list[tuple[s
                  f"{counts.get('interrupted', 0) + counts.get('not started', 0)} not finished"),
     ]
     labels = {"scaling": "scaling exponent δ (τ ∝ D^δ)", "fixed_d": "fixed-D slope of log τ on log K",
-              "noise": "noise trend", "asymmetry": "direction asymmetry (a_to_b / bz_to_a)"}
+              "noise": "noise trend", "asymmetry": "direction asymmetry (a_to_b / bz_to_a)",
+              "cancellation": "selector sharing β (τ ∝ G^β)"}
     for name, label in labels.items():
         if name in fits.results:
             rows.append((label, fits.results[name].summary()))
@@ -66,6 +68,11 @@ def _figures(fits: Fits, table: pd.DataFrame, metrics: dict[str, pd.DataFrame]) 
          "Steps to exact match >= 0.99 of the reverse direction (a_to_b) over the disambiguation direction "
          "(bz_to_a) on the same mapping, per seed; the paper: 1.7-4.4x.",
          lambda: plots.asymmetry_bars(fits.results["asymmetry"])),
+        ("cancellation", "Gradient cancellation: τ against the bases sharing a selector set",
+         "The selector-sharing control: each set of K selectors is shared by G bases (task.selector_groups; G = "
+         "n_bases is the paper's task). Gradient cancellation predicts τ ∝ G^β with β near 1; the author measured "
+         "β = 0.02. Each done run, the log-log fit with its bootstrap band.",
+         lambda: plots.tau_vs_d(fits.results["cancellation"])),
         ("overlay", "Candidate loss of every run",
          "Every run's candidate loss over steps, coloured by D, with its log K level dashed.",
          lambda: plots.candidate_loss_overlay(metrics, table)),
@@ -150,6 +157,7 @@ def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: st
         "<h2 id=\"section-summary\">Summary</h2>",
         summary_table(_summary_rows(sweep, table, fits)),
         notes,
+        mechanism_html(sweep),
         *(section_html(s) for s in sections),
         "<h2 id=\"section-runs\">Runs</h2>",
         _runs_table(sweep, table, path, linked),

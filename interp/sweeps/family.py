@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from interp.errors import InterpError
+from interp.sweeps.cancellation import cancellation
 from interp.sweeps.conditions import asymmetry, noise
 from interp.sweeps.fits import fixed_d, one_dataset_size, power_law
 
@@ -52,6 +53,9 @@ def sweep_fits(table: pd.DataFrame, y: str = "tau_half") -> Fits:
                   lambda: noise(table, y=y, direction="bz_to_a")),
         "asymmetry": ({"bz_to_a", "a_to_b"} <= directions, "needs done runs of both bz_to_a and a_to_b",
                       lambda: asymmetry(table)),
+        "cancellation": ("bases_per_selector_set" in cand and cand["bases_per_selector_set"].nunique() >= 3,
+                         "needs at least 3 values of task.selector_groups among the done bz_to_a runs",
+                         lambda: cancellation(table, y=y, direction="bz_to_a")),
     }
     for name, (applies, why, fit) in attempts.items():
         if not applies:

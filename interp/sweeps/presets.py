@@ -51,6 +51,14 @@ SWEEP_PRESETS: dict[str, SweepSpec] = {
                                            k=5, n_bases=200),
                                 grid=(("task.direction", ("bz_to_a", "a_to_b")), ("seed", (0, 1, 2))),
                                 name="asymmetry-tiny"),
+    # the selector-sharing control of gradient cancellation (docs/scaling.md): K = 10 at n_bases = 200
+    # (D = 2000), each selector set shared by G = 1 (z private to its base) .. 200 (the paper's task)
+    # bases; len_z = 3, since G = 1 needs 200 * 10 distinct selectors (36^2 = 1296 would not hold them).
+    # Measured: a run lasts 96-117 s here at either extreme (tau_half 350-475, stopped 100 steps after
+    # the snap), so the 18 runs take about 16 minutes with 2 workers
+    "cancellation-tiny": SweepSpec(base=_task(_TINY, n_bases=200, len_z=3),
+                                   grid=(("task.selector_groups", (1, 4, 10, 25, 50, 200)), ("seed", (0, 1, 2))),
+                                   name="cancellation-tiny"),
     # K = 3..36 at n_bases = 1000 (D = 3k..36k), one seed per point as in the paper, plus replicates
     "paper-scaling": SweepSpec(base=_PAPER_SWEEP, grid=(("task.k", (3, 5, 7, 10, 13, 15, 17, 20, 25, 30, 36)),
                                                         ("seed", (0, 1, 2))), name="paper-scaling"),

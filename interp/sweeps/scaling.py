@@ -7,6 +7,7 @@
     sweep_fits  every fit a sweep's design allows (`interp scaling`, the sweep report)
     coverage    the measured coverage of the bootstrap schemes (docs/scaling.md)
     forks       escape per fork step and arm of a fork family, censored runs as lower bounds (ForkComparison)
+    cancellation  tau against bases per selector set (the selector-sharing control of gradient cancellation)
 
 Each takes a sweep table (`Sweep.table()`, one row per run) and returns a result with
 `.summary()`, `.to_dict()` and the paper's value; the figures of `interp.plots.sweep` take
@@ -18,11 +19,13 @@ the results (`plots.tau_vs_d(fit)`). This module only gathers names; they live b
     interp.sweeps.paper       the paper's numbers (PAPER_*)
     interp.sweeps.family      sweep_fits and Fits
     interp.sweeps.forks       the comparison of fork arms
+    interp.sweeps.cancellation  the selector-sharing control
 
 numpy, pandas and scipy only: importing it never loads torch or plotly.
 """
 
 from interp.sweeps.bootstrap import N_BOOT, NOISES, SCHEMES, coverage
+from interp.sweeps.cancellation import AUTHOR_BETA, PREDICTED_BETA, CancellationFit, cancellation
 from interp.sweeps.conditions import PAIR_KEYS, AsymmetryResult, NoiseResult, asymmetry, noise
 from interp.sweeps.family import Fits, sweep_fits
 from interp.sweeps.fits import (
@@ -59,5 +62,5 @@ __all__ = [
     "MEASURES", "DIRECTIONS", "SCHEMES", "NOISES", "N_BOOT", "D_TOL", "PAIR_KEYS",
     "PAPER_ASYMMETRY", "PAPER_DELTA", "PAPER_DELTA_CI", "PAPER_DELTA_RANGE", "PAPER_FIXED_D", "PAPER_FIXED_D_TAU",
     "PAPER_LR_K", "PAPER_LR_MEASURE", "PAPER_LR_NEVER", "PAPER_LR_NEVER_STEPS", "PAPER_LR_RATIO", "PAPER_LR_TAU",
-    "forks", "ForkComparison",
+    "forks", "ForkComparison", "cancellation", "CancellationFit", "PREDICTED_BETA", "AUTHOR_BETA",
 ]

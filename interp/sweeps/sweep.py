@@ -48,7 +48,8 @@ FORMAT = 1
 # short names for folder names; other fields use their own name
 SHORT = {"task.k": "k", "task.n_bases": "nb", "seed": "s", "train.lr": "lr", "train.batch_size": "bs",
          "task.direction": "dir", "model.n_layers": "nl", "model.d_model": "dm", "train.weight_decay": "wd",
-         "train.steps": "st", "task.len_a": "la", "task.len_b": "lb", "task.len_z": "lz"}
+         "train.steps": "st", "task.len_a": "la", "task.len_b": "lb", "task.len_z": "lz",
+         "task.selector_groups": "sg"}
 ALWAYS = ("task.k", "task.n_bases", "seed")  # always in the folder name
 
 
@@ -367,9 +368,10 @@ class Sweep:
 
     def table(self):
         """One row per point (pandas): axis values, K, D, direction, seed, lr, batch size, status,
-        error, steps run, tau_half, tau_window, t_start, t_end, plateau height, snap step, steps
-        to candidate accuracy >= 0.99 and to exact match >= 0.99, wall seconds, and a
-        `censored_<measure>` flag for every measure a finished run never reached (NaN value)."""
+        error, bases per selector set (n_bases, or task.selector_groups when set), steps run,
+        tau_half, tau_window, t_start, t_end, plateau height, snap step, steps to candidate
+        accuracy >= 0.99 and to exact match >= 0.99, wall seconds, and a `censored_<measure>`
+        flag for every measure a finished run never reached (NaN value)."""
         import pandas as pd
 
         rows = []
@@ -379,6 +381,7 @@ class Sweep:
             row = {"run": name, "status": st.state, "error": st.error,
                    **{f: (math.nan if spec is None else spec.get(f)) for f in combos[name]}}
             row.update(identity(spec))
+            row["bases_per_selector_set"] = math.nan if spec is None else spec.task.bases_per_selector_set
             try:
                 row.update(measures(st.run if st.state != "damaged" else None, spec, st.state))
             except InterpError as exc:  # damaged in a way only the summary reads (or since it was examined)
