@@ -3,14 +3,21 @@
     python benchmarks/train_throughput.py                        # paper preset, batch 128, CPU
     python benchmarks/train_throughput.py --preset tiny --steps 100 --device cuda
     python benchmarks/train_throughput.py --no-compile           # eager only
+    python benchmarks/train_throughput.py --preset tiny --logging-only   # only the logging's cost
 
 Times the same inner loop `interp.train` runs (batch sampling, forward, backward, AdamW,
 deterministic algorithms on the CPU), without evaluation or checkpoints, after warm-up steps.
 The compiled loop's first step (the compile) is timed on its own. The FLOP bound is the
 step's matrix-product FLOPs (6 x matmul parameters x tokens, plus attention) over the rate a
 large float32 matrix product reaches here with the same threads. It also checks that eager
-and compiled training agree: the largest weight difference after the timed steps. Prints
-one JSON line.
+and compiled training agree: the largest weight difference after the timed steps.
+
+The cost of the metrics log's gradient columns (`interp.steps.GradientLog`: ||g_B||^2 summed on
+the device at every step) is measured on `interp.steps.MinibatchStep` itself, eager, with and
+without `log_gradients`, in alternating blocks (so drift in the machine's speed hits both); and,
+because that difference is within the run-to-run spread, the logging alone as well (`add` on
+the step's gradients, repeated). Also the AdamW columns computed at each evaluation row
+(`interp.analysis.optimizer_stats.optimizer_columns`), per row. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from interp.model import build_model, count_params
 from interp.presets import preset
 from interp.seeding import torch_generator
 from interp.task import VOCAB_SIZE, Task
+from interp.steps import GradientLog, MinibatchStep, build_optimizer
 from interp.train import compiled
 
 
@@ -90,6 +98,62 @@ def timed_loop(spec, batch: int, device: str, compile_it: bool, warmup: int, ste
             "n_params": count_params(model)}
 
 
+def logging_cost(spec, batch: int, device: str, warmup: int, steps: int, blocks: int = 4) -> dict:
+    """ms per step of MinibatchStep with and without the gradient log, and of the log alone."""
+    import dataclasses
+
+    from interp.analysis.optimizer_stats import optimizer_columns
+
+    task = Task.generate(spec.task, spec.seed)
+    tspec = dataclasses.replace(spec.train, batch_size=batch)
+    tokens = task.tokens.to(device)
+
+    def sync():
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def stepper(log: bool):
+        model = build_model(spec.model, task.layout.length, VOCAB_SIZE, seed=spec.seed, device=device).train()
+        opt = build_optimizer(model, tspec)
+        step = MinibatchStep(model, model, opt, tokens, task.layout.loss_pos, task.size,
+                             torch_generator(spec.seed, "batches"), tspec, device, log_gradients=log)
+        for t in range(warmup):
+            step(t + 1)
+        return step, model, opt
+
+    runs = {True: stepper(True), False: stepper(False)}
+    seconds = {True: 0.0, False: 0.0}
+    per_block = max(1, steps // blocks)
+    for i in range(blocks):
+        for log in ((False, True) if i % 2 == 0 else (True, False)):  # neither always goes first
+            step = runs[log][0]
+            sync()
+            start = time.perf_counter()
+            for t in range(per_block):
+                step(t)
+            sync()
+            seconds[log] += time.perf_counter() - start
+    n = per_block * blocks
+    without, with_log = 1000 * seconds[False] / n, 1000 * seconds[True] / n
+    step, model, opt = runs[True]
+    grads = [p.grad for p in step.params]
+    log, repeats = GradientLog(device), 200
+    sync()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        log.add(grads, 1e-3)
+    sync()
+    alone = 1000 * (time.perf_counter() - start) / repeats
+    start = time.perf_counter()
+    for _ in range(20):
+        optimizer_columns(model, opt)
+    row = 1000 * (time.perf_counter() - start) / 20
+    return {"steps": n, "ms_per_step_without": round(without, 2), "ms_per_step_with": round(with_log, 2),
+            "difference_pct": round(100 * (with_log - without) / without, 2),
+            "log_alone_ms": round(alone, 3), "log_alone_pct": round(100 * alone / without, 2),
+            "optimizer_columns_ms_per_row": round(row, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="paper")
@@ -98,6 +162,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-compile", action="store_true", help="time eager training only")
+    parser.add_argument("--logging-only", action="store_true",
+                        help="time only the gradient logging's cost (with / without, and alone)")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="leave deterministic algorithms off (interp.train turns them on on the CPU)")
     args = parser.parse_args()
@@ -105,6 +171,12 @@ def main() -> None:
     torch.use_deterministic_algorithms(deterministic)
     spec = preset(args.preset)
     batch = args.batch_size or spec.train.batch_size
+    if args.logging_only:
+        print(json.dumps({"benchmark": "train_throughput", "preset": args.preset, "batch_size": batch,
+                          "device": args.device, "threads": torch.get_num_threads(), "deterministic": deterministic,
+                          "logging": logging_cost(spec, batch, args.device, args.warmup, args.steps),
+                          "machine": platform.machine(), "torch": torch.__version__}))
+        return
     flops = step_flops(spec, batch)
     rate = matmul_rate(args.device)
     eager = timed_loop(spec, batch, args.device, False, args.warmup, args.steps)
@@ -122,6 +194,7 @@ def main() -> None:
         out["compiled"] = {k: v for k, v in comp.items() if k not in ("params", "n_params")}
         out["compiled"]["max_weight_diff_vs_eager"] = diff
         out["compiled"]["speedup"] = round(eager["ms_per_step"] / comp["ms_per_step"], 2)
+    out["logging"] = logging_cost(spec, batch, args.device, args.warmup, args.steps)
     out.update({"machine": platform.machine(), "torch": torch.__version__})
     print(json.dumps(out))
 

@@ -4,9 +4,15 @@ One place for it, because three callers must take exactly the same arithmetic: t
 (`interp.train`), the replay of a run's optimizer state (`interp.forks.state`, which must
 reproduce the checkpoints bit for bit) and the forks that keep the parent's regime
 (`interp.forks.arms`).
+
+The step also records ||g_B||^2, the squared norm of its minibatch gradient before clipping, in
+a `GradientLog` (docs/diagnostics.md): read-only on the gradients, so the update is the same
+bit for bit with or without it, and kept on the device so that it costs no host sync per step.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -21,15 +27,65 @@ def build_optimizer(model: torch.nn.Module, spec: TrainSpec) -> torch.optim.Adam
     )
 
 
+class GradientLog:
+    """The gradient columns of the metrics log, accumulated on the device.
+
+    `add` takes a step's gradient and its lr: the squared norm ||g||^2 (per-tensor float32 norms,
+    squared and summed in float64) goes into the dissipation Q(t) = sum_{s <= t} lr_s ||g_s||^2
+    and into the sum since the last row, as 0-dim float64 tensors on the gradients' device:
+    nothing is read back to the host until `row` (at an evaluation) or `dissipation` (at a
+    checkpoint), so a GPU step never waits for it.
+    """
+
+    def __init__(self, device, dissipation: float = 0.0):
+        self.device = device
+        self.total = torch.tensor(dissipation, dtype=torch.float64, device=device)  # Q(t)
+        self.window = torch.zeros((), dtype=torch.float64, device=device)  # sum of ||g||^2 since the last row
+        self.last: torch.Tensor | None = None  # ||g||^2 of the latest step
+        self.count = 0  # steps since the last row
+
+    def add(self, grads: list, lr: float) -> None:
+        sq = torch.stack(torch._foreach_norm([g for g in grads if g is not None])).double().square().sum()
+        self.total.add_(sq, alpha=lr)
+        self.window.add_(sq)
+        self.last = sq
+        self.count += 1
+
+    def restart(self, dissipation: float) -> None:
+        """Continue from Q = `dissipation` (a resumed run) with an empty window."""
+        self.total = torch.tensor(dissipation, dtype=torch.float64, device=self.device)
+        self.window.zero_()
+        self.last, self.count = None, 0
+
+    def dissipation(self) -> float:
+        return float(self.total)
+
+    def row(self) -> dict:
+        """grad_norm (of the latest step), grad_sq_mean (over the steps since the last row) and
+        dissipation, for the metrics row; starts a new window. Only dissipation when no step was taken."""
+        out = {"dissipation": float(self.total)}
+        if self.count:
+            out = {"grad_norm": math.sqrt(float(self.last)), "grad_sq_mean": float(self.window) / self.count, **out}
+        self.window.zero_()
+        self.count = 0
+        return out
+
+
 class MinibatchStep:
     """One AdamW step on a minibatch drawn from `batches`. Returns the batch loss; a loss that
-    is not finite is returned before any update (the caller stops training)."""
+    is not finite is returned before any update (the caller stops training).
+
+    With `log_gradients` (the default) every step adds its gradient, before clipping, to `log`
+    (a GradientLog) and `logged()` returns its columns for the metrics row; the benchmark turns
+    it off to time what it costs."""
 
     def __init__(self, forward, model, optimizer, tokens, loss_pos, n_examples: int, batches, tspec: TrainSpec,
-                 device: str):
+                 device: str, log_gradients: bool = True):
         self.forward, self.model, self.optimizer, self.tokens = forward, model, optimizer, tokens
         self.loss_pos, self.n, self.batches, self.device = loss_pos, n_examples, batches, device
         self.batch_size, self.grad_clip = tspec.batch_size, tspec.grad_clip
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.log = GradientLog(device) if log_gradients else None
 
     def __call__(self, step: int) -> torch.Tensor:
         idx = torch.randint(self.n, (self.batch_size,), generator=self.batches)
@@ -38,10 +94,16 @@ class MinibatchStep:
             return loss.detach()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if self.log is not None:
+            self.log.add([p.grad for p in self.params], self.optimizer.param_groups[0]["lr"])
         if self.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
         self.optimizer.step()
         return loss.detach()
+
+    def logged(self) -> dict:
+        """The gradient columns since the last call (empty without logging)."""
+        return {} if self.log is None else self.log.row()
 
 
 def compiled(model: torch.nn.Module):

@@ -7,6 +7,14 @@ evaluation up to `dense_until`, and at every evaluation while the candidate loss
 transition (below 0.95 log K and not yet below 0.05 log K, plus the first evaluation below
 0.05 log K). The decision uses only the metrics log, so a resumed run saves exactly what an
 uninterrupted one would.
+
+Besides the evaluation metrics, every row after step 0 logs the minibatch gradient (docs/diagnostics.md,
+docs/diagnostics.md): `grad_norm` (||g_B|| of the step just taken, before clipping),
+`grad_sq_mean` (mean ||g_B||^2 over the steps since the previous row) and `dissipation`
+(Q(t) = sum_{s <= t} lr_s ||g_B,s||^2, 0 at step 0), accumulated on the device at every step
+(`interp.steps.GradientLog`); and AdamW's state per module, `eff_step.<module>` and
+`v_mean.<module>` (`interp.analysis.optimizer_stats`). Q is kept in the resume state, so a
+resumed run continues it exactly (`resumed_dissipation`).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from interp.checkpoints import load_params
 from interp.devices import is_allocation_failure
 from interp.errors import InterpError
 from interp.metrics import evaluate_examples, summarize
+from interp.analysis.optimizer_stats import optimizer_columns
 from interp.model import build_model, to_device
 from interp.runs import Run
 from interp.seeding import torch_generator
@@ -62,6 +71,22 @@ def in_transition(loss_cand: float, previous: list[float], log_k: float) -> bool
     if math.isnan(loss_cand) or loss_cand >= LEAVE_FRACTION * log_k:
         return False
     return not any(v < SNAP_FRACTION * log_k for v in previous)
+
+
+def resumed_dissipation(run: Run, resume) -> float:
+    """Q at the step `resume` continues from. The resume state's `extra` holds it (exactly: a
+    float64 written as JSON); one written before interp logged Q has none, and then: a fork's
+    first state gives 0 (a fork's Q counts from its fork step), otherwise Q restarts from the
+    metrics row at that step (the same float64, when that row logged it) or is NaN for the rest
+    of the run (a run trained before: its earlier steps were never summed)."""
+    if "dissipation" in resume.extra:
+        value = resume.extra["dissipation"]
+        return math.nan if value is None else float(value)
+    if run.fork is not None and resume.step == run.fork.get("parent_step"):
+        return 0.0
+    rows = [r for r in run.metric_rows() if r["step"] == resume.step]
+    value = rows[-1].get("dissipation") if rows else None
+    return math.nan if value is None else float(value)
 
 
 def train(
@@ -126,6 +151,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
                               f"again with interp fork")
         stepper, generators = build_stepper(run, forward, model, optimizer, tokens_all, device)
         schedule = dataclasses.replace(tspec, steps=run.fork["parent_steps"])
+    gradient_log = getattr(stepper, "log", None)  # interp.steps.GradientLog: the dissipation Q
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer)
         for name, gen in generators.items():
@@ -143,6 +169,8 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     history = [float(v) for v in logged["loss_cand"]]
     snap = next((s for s, v in zip(logged["step"], history) if v < SNAP_FRACTION * log_k), None)
     exact = next((s for s, v in zip(logged["step"], logged["acc_exact"]) if v >= EXACT_THRESHOLD), None)
+    if gradient_log is not None and resume is not None:
+        gradient_log.restart(resumed_dissipation(run, resume))
 
     def stop_due(step: int) -> bool:
         """Stop `stop_after_snap` steps after the snap, or `stop_after_exact` after exact match >= 0.99."""
@@ -172,9 +200,13 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     def checkpoint(step: int) -> None:
         nonlocal last_checkpoint
         run.save_checkpoint(step, model)
-        run.save_resume(step, model, optimizer, generators, {"wall_seconds": seconds()})
+        extra = {"wall_seconds": seconds()}
+        if gradient_log is not None:
+            q = gradient_log.dissipation()
+            extra["dissipation"] = None if math.isnan(q) else q
+        run.save_resume(step, model, optimizer, generators, extra)
         if tspec.save_optimizer:
-            run.save_state(step, model, optimizer, generators, {"wall_seconds": seconds()})
+            run.save_state(step, model, optimizer, generators, extra)
         last_checkpoint = step
 
     # On the CPU, embedding gradients accumulate in a thread-dependent order unless
@@ -192,6 +224,8 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     try:
         if start == 0:
             row = evaluate(0, schedule.lr_at(1), math.nan)
+            if gradient_log is not None:
+                row["dissipation"] = 0.0
             run.append_metrics({**row, "seconds": 0.0})
             history.append(row["loss_cand"])
             checkpoint(0)
@@ -216,7 +250,8 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
             if step % tspec.eval_every and not scheduled and not early_stop:
                 continue
             row = evaluate(step, lr, float(running) / max(n_running, 1))
-            row.update(getattr(stepper, "logged", dict)())  # a fork's realised update power since the last row
+            row.update(getattr(stepper, "logged", dict)())  # the gradient log (and a fork's realised update power)
+            row.update(optimizer_columns(model, optimizer))
             running.zero_()
             n_running = 0
             run.append_metrics({**row, "seconds": seconds()})

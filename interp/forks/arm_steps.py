@@ -10,6 +10,11 @@ of the window, so the noise a moment has accumulated shows in the realised updat
 update) are added up for the next metrics row; Gamma is their ratio. The cost: one full-gradient
 pass (about D / batch_size minibatch steps) at every step of the window for the minibatch arms;
 the full-gradient arms compute g anyway.
+
+Every arm also logs the gradient columns of plain training (`interp.steps.GradientLog`:
+grad_norm, grad_sq_mean, dissipation) for the gradient its first moment sees: g_B for the
+minibatch arms (through their `MinibatchStep`), g for `full_batch` and `v_only_noise`, g plus
+the noise for `measured_noise` and `isotropic_noise`. Reading it changes no step.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ class ArmStep:
         self.fork_step, self.gamma_every, self.gamma_window, self.device = fork_step, gamma_every, gamma_window, device
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self.sums = [0.0, 0.0, 0]
+        self.log = getattr(minibatch_step, "log", None)  # shared with the minibatch step: one dissipation
 
     def _batch(self):
         idx = torch.randint(self.tokens.shape[0], (self.batch_size,), generator=self.gen["batches"])
@@ -108,6 +114,8 @@ class ArmStep:
         if self.arm.definition.explicit:
             if not bool(torch.isfinite(loss)):
                 return loss
+            if self.log is not None:
+                self.log.add(g_m, self.optimizer.param_groups[0]["lr"])
             explicit_step(self.optimizer, g_m, g_v)
         else:
             loss = self.minibatch_step(step)
@@ -121,9 +129,10 @@ class ArmStep:
         return loss
 
     def logged(self) -> dict:
+        out = {} if self.log is None else self.log.row()
         if self.gamma_every <= 0:
-            return {}
-        out = {"gamma_num": self.sums[0], "gamma_den": self.sums[1], "gamma_samples": self.sums[2]}
+            return out
+        out.update({"gamma_num": self.sums[0], "gamma_den": self.sums[1], "gamma_samples": self.sums[2]})
         self.sums = [0.0, 0.0, 0]
         return out
 

@@ -1,0 +1,130 @@
+"""Representations at the decision position: within-group against between-group variance.
+
+At the decision position every example of a group shares its base B and differs only in z,
+so the residual stream's variance over a probe of whole groups splits exactly into
+
+- within  = mean over groups of (1/K) sum_k ||x_gk - mean_k x_gk||^2: what z adds;
+- between = (1/G) sum_g ||mean_k x_gk - grand mean||^2: what B adds;
+- total   = mean over examples of ||x_gk - grand mean||^2 = within + between;
+
+read after the embeddings ("embed", blocks.0.hook_resid_pre = hook_embed + hook_pos_embed,
+layer -1) and after every layer ("L0", "L1", ...: blocks.{l}.hook_resid_post). Within is 0
+at a site exactly when nothing before it carries z to the decision position (the embeddings
+there are the same SEP token for every example, so the "embed" site has within = between = 0);
+the author saw the within-group variance rise through the transition, the inverse of neural
+collapse (docs/diagnostics.md, "Representations").
+
+`decision_residuals` (one forward over the probe, cache limited to these hooks, decision
+position only) is shared with the logit lens (`interp.analysis.lens`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from interp.analysis.common import group_examples, over_steps, probe_groups
+from interp.errors import InterpError
+from interp.runs import Run
+from interp.task import Task
+
+DEFAULT_GROUPS = 64
+DEFAULTS = {"n_groups": DEFAULT_GROUPS}
+CHUNK_GROUPS = 256  # groups per forward pass (bounds the cache when n_groups is None)
+
+
+def site_names(n_layers: int) -> list[str]:
+    """The residual-stream sites, in layer order: "embed" (layer -1), then "L0", "L1", ..."""
+    return ["embed"] + [f"L{l}" for l in range(n_layers)]
+
+
+def resid_hooks(n_layers: int) -> list[str]:
+    """The hook of each site of `site_names`: the stream before block 0, then after each block."""
+    return ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_post" for l in range(n_layers)]
+
+
+@torch.no_grad()
+def decision_residuals(
+    model: nn.Module,
+    task: Task,
+    groups: Int[Tensor, " g"],
+    chunk_groups: int = CHUNK_GROUPS,
+) -> Float[Tensor, "site n d_model"]:
+    """The residual stream at the decision position at every site (embed, L0, L1, ...) for the
+    examples of `groups` (group-major, each group's K selectors in order), in the model's dtype.
+
+    Inputs stop at the decision position (nothing after it can change it) and the cache holds
+    only the residual hooks, so this is one cheap forward per chunk of groups."""
+    if not hasattr(model, "run_with_cache") or not hasattr(model, "cfg"):
+        raise InterpError(f"the residual stream is read from a TransformerLens HookedTransformer; got "
+                          f"{type(model).__name__}")
+    if len(groups) == 0:
+        raise InterpError("the probe needs at least one group, got none")
+    dec = task.layout.decision_pos
+    names = resid_hooks(model.cfg.n_layers)
+    wanted = set(names)
+    device = next(model.parameters()).device
+    parts = []
+    for start in range(0, len(groups), chunk_groups):
+        idx = group_examples(task, groups[start : start + chunk_groups])
+        tokens = task.tokens[idx, : dec + 1].to(device)
+        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted, return_type=None)
+        parts.append(torch.stack([cache[name][:, dec] for name in names]).cpu())
+    return torch.cat(parts, dim=1)
+
+
+def variance_split(x: Float[Tensor, "site g k d_model"]) -> dict[str, Float[Tensor, " site"]]:
+    """within, between, total and ratio (float64) of each site's [G, K, d] vectors.
+
+    Vectors are shifted by the first example first: variances are unchanged, and a site where
+    every vector is the same (the embeddings at the decision position, a SEP token) then gives
+    exact zeros rather than rounding noise, so its ratio is NaN, not 0/1e-30."""
+    x = x.double()
+    x = x - x[:, :1, :1]
+    group_mean = x.mean(2, keepdim=True)  # [site, g, 1, d]
+    grand = group_mean.mean(1, keepdim=True)  # [site, 1, 1, d] (groups have equal size K)
+    within = (x - group_mean).pow(2).sum(-1).mean((1, 2))
+    between = (group_mean - grand).pow(2).sum(-1).mean((1, 2))
+    total = (x - grand).pow(2).sum(-1).mean((1, 2))
+    ratio = torch.where(between > 0, within / torch.where(between > 0, between, 1.0),
+                        torch.full_like(between, float("nan")))
+    return {"within": within, "between": between, "total": total, "ratio": ratio}
+
+
+def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: int | None = DEFAULT_GROUPS,
+            device: str = "cpu") -> pd.DataFrame:
+    """Within- and between-group variance of the decision-position residual stream after the
+    embeddings and after every layer, at `step`, over a seeded probe of `n_groups` whole groups
+    (all groups when None; the same probe as the sensitivity analysis for the same n_groups).
+
+    Returns one row per site: step, layer (-1 for the embeddings, else the block index), site
+    ("embed", "L0", "L1", ...), within, between and total (mean squared distance, in squared
+    residual-stream units; total = within + between), ratio (within / between, dimensionless;
+    NaN where between is 0), n_groups (G, the probe's groups; K examples each).
+    """
+    task = run.task
+    groups = probe_groups(task, n_groups, run.spec.seed)
+    if model is None:
+        model = run.model(step, device=device)
+    resid = decision_residuals(model, task, groups)
+    split = variance_split(resid.view(resid.shape[0], len(groups), task.k, -1))
+    sites = site_names(model.cfg.n_layers)
+    df = pd.DataFrame({"step": step, "layer": range(-1, len(sites) - 1), "site": sites})
+    for name in ("within", "between", "total", "ratio"):
+        df[name] = split[name].numpy()
+    df["n_groups"] = len(groups)
+    return df
+
+
+def across(
+    run: Run,
+    steps: int | str | Iterable | None = None,
+    progress: bool = False,
+    **params,
+) -> pd.DataFrame:
+    """`at_step` at every requested step (default: the registry entry's steps), concatenated."""
+    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "representations", progress)
