@@ -1,6 +1,6 @@
 """Finding: what holds the plateau? Forks of one plateau state under the author's arms.
 
-The author (SPEC 8.1, their model and lr): from one collapsed state, the clean full gradient
+The author (docs/forks.md; their model and lr): from one collapsed state, the clean full gradient
 re-solves in about 800 steps; full gradient plus measured minibatch noise stays trapped
 (censored at 16,000: >= 20x); isotropic noise of matched norm also traps, less tightly; noise
 only in the second moment slows escape about 5.75x; realised Gamma about 1 for v-only noise and

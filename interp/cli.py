@@ -378,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "could not be analysed (each is named in a warning).")
     p.add_argument("run", help="run folder")
     p.add_argument("--only", help="comma-separated subset of: " + ", ".join(registry.REGISTRY)
-                   + f" (default: {', '.join(registry.default_names())})")
+                   + f" (default: {', '.join(registry.default_names())}); "
+                   + "; ".join(f"{g} = {', '.join(m)}" for g, m in registry.GROUPS.items()))
     p.add_argument("--steps", help="saved steps, 'all', or pre/mid/post (tau/4, tau, 2 tau), comma-separated")
     for option in registry.options():  # each analysis's own options, from its registry entry
         users = ", ".join(e.name for e in registry.REGISTRY.values() if option in e.options)
@@ -416,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     from interp.cli_fork import add_parsers as add_fork_parsers
 
     add_fork_parsers(sub)
+    from interp.cli_mechanisms import add_parsers as add_mechanism_parsers
+
+    add_mechanism_parsers(sub)
 
     p = sub.add_parser("ls", help="one line per run or sweep in a folder")
     p.add_argument("folder", nargs="?", default="checkpoints")

@@ -62,6 +62,7 @@ class Timeline:
     usage: pd.DataFrame | None = None
     events: pd.DataFrame = field(default_factory=pd.DataFrame)  # event, kind, label, step (Int64), lead
     routing_step: int | None = None  # the step the routing head was read at (the last in `sensitivity`)
+    trajectory: pd.DataFrame | None = None  # the trajectory analysis: direction consistency between checkpoints
     notes: list[str] = field(default_factory=list)  # what the suite warned of (unreadable steps, cache entries)
 
     @property
@@ -146,11 +147,16 @@ def timeline(
     cache: bool = True,
     with_usage: bool = True,
     progress: bool = False,
+    trajectory: pd.DataFrame | None = None,
+    with_trajectory: bool = True,
 ) -> Timeline:
     """Compute the timeline of `run`. `sens` and `usage` reuse tables already computed (e.g. the
     suite's); otherwise the sensitivity and (unless `with_usage=False`) usage analyses run
     through the suite and its cache, and what the suite warned of (steps whose checkpoint could
-    not be read, cache entries recomputed) is kept in `Timeline.notes`.
+    not be read, cache entries recomputed) is kept in `Timeline.notes`. The last panel shows the
+direction consistency of the weights between checkpoints (`trajectory`, the trajectory analysis,
+computed the same way unless `with_trajectory=False`) and, for runs trained since interp logs
+it, the dissipation Q(t) from the metrics log.
 
     Raises InterpError when the run cannot show a timeline: fewer than 3 saved checkpoints,
     no candidate loss (directions whose output is B, or no evaluation yet), or no selector.
@@ -160,7 +166,8 @@ def timeline(
         raise InterpError(f"the onset fraction must be between 0 and 1, got {fraction}")
     if m < 1:
         raise InterpError(f"m (checkpoints an onset must hold) must be >= 1, got {m}")
-    wanted = [name for name, table in (("sensitivity", sens), ("usage", usage if with_usage else 0))
+    wanted = [name for name, table in (("sensitivity", sens), ("usage", usage if with_usage else 0),
+                                       ("trajectory", trajectory if with_trajectory else 0))
               if table is None]
     notes: list[str] = []
     if wanted:
@@ -171,6 +178,8 @@ def timeline(
         sens = result.tables["sensitivity"] if sens is None else sens
         if with_usage and usage is None:
             usage = result.tables.get("usage")
+        if with_trajectory and trajectory is None:
+            trajectory = result.tables.get("trajectory")
         notes = result.notes + result.problems
     if column not in sens.columns:
         allowed = ", ".join(c for c in SENSITIVITY_COLUMNS if c in sens.columns)
@@ -190,5 +199,5 @@ def timeline(
         metrics=run.metrics, sensitivity=sens, log_k=run.log_k, tau=t, tau_window=run_tau(run, kind="window"),
         routing_head=routing, onsets=onsets, lead=lead, column=column, fraction=fraction, m=m, name=run.name,
         usage=usage, events=routing_events(sens, usage, routing, t, fraction, m),
-        routing_step=int(sens["step"].max()), notes=notes,
+        routing_step=int(sens["step"].max()), trajectory=trajectory if with_trajectory else None, notes=notes,
     )

@@ -192,11 +192,12 @@ class ResultCache:
                 parts.setdefault(name, []).append(df)
         return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
 
-    def cached_any(self, key: dict) -> dict[str, pd.DataFrame]:
+    def cached_any(self, key: dict, accept=None) -> dict[str, pd.DataFrame]:
         """`cached` under `key`, else under whichever parameters of the same analysis and
         version have the most cached steps (e.g. an LLC run with --heads L0H3,L0H1 when the
-        report asks for the default heads): what was computed is shown, whatever it was asked with."""
-        found = self.cached(key)
+        report asks for the default heads): what was computed is shown, whatever it was asked with.
+        `accept(params) -> bool` limits the parameters considered (e.g. only those with an option on)."""
+        found = self.cached(key) if accept is None or accept(key["params"]) else {}
         if found or not self.enabled:
             return found
         root = self.run.path / CACHE_DIR / key["analysis"]
@@ -212,6 +213,8 @@ class ResultCache:
                 except (ValueError, KeyError, OSError, TypeError):
                     continue
             if other is None or other["version"] != key["version"] or _digest(other) != folder.name:
+                continue
+            if accept is not None and not accept(other["params"]):
                 continue
             rank = (len(files), max(f.stat().st_mtime for f in files), other)
             if best is None or rank[:2] > best[:2]:

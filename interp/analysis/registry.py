@@ -116,6 +116,23 @@ CHAINS = Option("chains", "chains", "SGLD chains of the LLC (default: 4)", posit
 DRAWS = Option("draws", "draws", "SGLD draws per chain of the LLC (default: 120)", positive_int, metavar="N")
 METHOD = Option("method", "methods", "ablation methods, comma-separated (default: all three)", parse_methods,
                 choices=ABLATION_METHODS, metavar="M[,M...]")
+def parse_switch(text) -> bool:
+    """on/off (yes/no, true/false, 1/0) as a bool."""
+    if isinstance(text, bool):
+        return text
+    low = str(text).strip().lower()
+    if low in ("on", "yes", "true", "1"):
+        return True
+    if low in ("off", "no", "false", "0"):
+        return False
+    raise ValueError(f"takes on or off, got {text!r}")
+
+
+CURVATURE = Option("curvature", "curvature", "gradients: also the minibatch noise along the Hessian's v_max and v_min "
+                   "(a small Lanczos run per checkpoint, cached; default off)", parse_switch, choices=("on", "off"),
+                   metavar="on|off")
+N_DRAWS = Option("n-draws", "n_draws", "updates: pairs of one-step minibatch updates per state (default: 64)",
+                 positive_int, metavar="N")
 HEADS = Option("heads", "restrict", "heads for the per-head LLC, e.g. L0H3,L0H1 (the whole model's is added)",
                parse_heads, metavar="LxHy[,...]", check=check_heads)
 
@@ -230,14 +247,24 @@ def default_names() -> tuple[str, ...]:
     return tuple(name for name, entry in REGISTRY.items() if entry.default)
 
 
+# names that stand for several analyses in --only
+GROUPS: dict[str, tuple[str, ...]] = {
+    # the mechanism diagnostics of docs/diagnostics.md that are cheap enough for every checkpoint
+    "diagnostics": ("trajectory", "spectra", "representations", "lens", "gradients"),
+}
+
+
 def parse_only(only) -> tuple[str, ...]:
-    """Analysis names from "a,b" or a list; None means every default analysis."""
+    """Analysis names from "a,b" or a list (a group name of GROUPS stands for its analyses); None
+    means every default analysis."""
     if only is None:
         return default_names()
     names = [s.strip() for s in (only.split(",") if isinstance(only, str) else only) if s.strip()]
+    names = [member for n in names for member in GROUPS.get(n, (n,))]
     unknown = [n for n in names if n not in REGISTRY]
     if unknown or not names:
-        raise InterpError(f"unknown analysis {', '.join(unknown) or '(none)'}; allowed: {', '.join(REGISTRY)}")
+        allowed = ", ".join([*REGISTRY, *(f"{g} (= {'+'.join(m)})" for g, m in GROUPS.items())])
+        raise InterpError(f"unknown analysis {', '.join(unknown) or '(none)'}; allowed: {allowed}")
     return tuple(dict.fromkeys(names))
 
 
@@ -383,5 +410,80 @@ register(Analysis(
     sections=(
         ReportSection("llc", "Geometry: local learning coefficient",
                       "LLC of the whole model and refined per head (devinterp SGLD), across checkpoints.", _S + "llc"),
+    ),
+))
+
+
+# ---------------------------------------------------------------------------- mechanism diagnostics
+_D = "interp.report.diagnostic_figures:"  # their report figures
+
+register(Analysis(
+    "trajectory", "interp.analysis.trajectory",
+    "weight displacement per step, direction consistency and weight norms per component, between checkpoints",
+    sections=(
+        ReportSection("trajectory", "Diagnostics: the weight trajectory",
+                      "Between consecutive saved checkpoints, per component: the displacement per step, the cosine "
+                      "between consecutive displacements of the whole parameter vector (direction consistency: "
+                      "near 0 for a random walk, near 1 for a directed drift) and the weight norms.",
+                      _D + "trajectory"),
+    ),
+))
+register(Analysis(
+    "spectra", "interp.analysis.spectra",
+    "singular values, effective rank, sigma1/sigma2 and nuclear norm of every head's OV and QK circuits",
+    tables=("spectra", "spectra_values"),
+    sections=(
+        ReportSection("spectra", "Diagnostics: head spectra",
+                      "Per head, the effective rank (exp of the entropy of the normalised singular values) and "
+                      "σ1/σ2 of the OV circuit W_V W_O and the QK circuit W_Q W_Kᵀ, across checkpoints; the "
+                      "routing head is drawn thick.", _D + "spectra"),
+    ),
+))
+register(Analysis(
+    "representations", "interp.analysis.representations",
+    "within-group (z) and between-group (B) variance of the decision position's residual stream after each layer",
+    options=(N_GROUPS,),
+    sections=(
+        ReportSection("representations", "Diagnostics: representations at the decision position",
+                      "Residual stream at the decision position after each layer: the variance within groups (z "
+                      "varies, B fixed), between groups, and their ratio, over a fixed probe.",
+                      _D + "representations"),
+    ),
+))
+register(Analysis(
+    "lens", "interp.analysis.lens",
+    "logit lens at the decision position: first-token and candidate loss read out after each layer",
+    options=(N_GROUPS,),
+    sections=(
+        ReportSection("lens", "Diagnostics: logit lens",
+                      "The logits read out from the residual stream after each layer through the final LayerNorm "
+                      "and the unembedding, at the decision position: the candidate loss over the K first "
+                      "characters of the group (log K dashed) shows which layer resolves z, and when.",
+                      _D + "lens"),
+    ),
+))
+register(Analysis(
+    "gradients", "interp.analysis.gradients",
+    "full-gradient norm, minibatch noise and its ratio, per-example coherence, noise along directions, "
+    "selector gradient SNR",
+    default=False, stream="gradients", options=(N_EXAMPLES, N_GROUPS, CURVATURE),
+    sections=(
+        ReportSection("gradients", "Diagnostics: gradient signal and noise",
+                      "The full-training-set gradient norm against the minibatch noise at the training batch size, "
+                      "their ratio, n x the per-example coherence (1 for orthogonal gradients), the selector "
+                      "gradient SNR x sqrt(n groups) (about 1 when group gradients cancel) and, when computed, "
+                      "the minibatch noise variance along the Hessian's extreme directions and random ones.",
+                      _D + "gradients"),
+    ),
+))
+register(Analysis(
+    "updates", "interp.analysis.updates",
+    "drift against diffusion: many paired one-step AdamW updates from the optimizer-complete state",
+    default=False, shares_model=False, stream="updates", steps="pre,mid,post", options=(N_DRAWS,),
+    sections=(
+        ReportSection("updates", "Diagnostics: drift against diffusion in one step",
+                      "From the optimizer-complete state at τ/4, τ and 2τ: the mean one-step AdamW update along "
+                      "the clean full-batch update's direction (μ∥, with its spread over minibatches) against "
+                      "the transverse spread √V⊥.", _D + "updates"),
     ),
 ))

@@ -1,6 +1,6 @@
 """Named fork designs: a parent run and the forks made from it (`analyses/forks.py`).
 
-`forks-tiny` is the author's design (SPEC 8.1, docs/forks.md) on a small run, calibrated to
+`forks-tiny` is the author's design (docs/forks.md) on a small run, calibrated to
 finish on 2 CPU cores with 2 workers within 20 minutes, parent included: fork at tau/2; arms
 minibatch, full_batch, measured_noise, isotropic_noise, v_only_noise and reset_optimizer;
 3 fork seeds; the realised update power sampled over the first steps. The full-gradient arms

@@ -11,6 +11,10 @@ a dotted vertical line wherever time is on the x axis.
     interp.plots.timeline  the circuit-formation timeline (`timeline_figure(tl)`) and the usage curves
     interp.plots.sweep     figures of a sweep (scaling law, fixed D, noise, asymmetry, overlays)
     interp.plots.geometry  loss-landscape geometry (Hessian extremes, escape direction, LLC)
+    interp.plots.weights   the weight trajectory and the heads' OV / QK spectra
+    interp.plots.activations  representations at the decision position and the logit lens
+    interp.plots.gradients the gradient signal, noise, coherence and selector SNR
+    interp.plots.updates   drift against diffusion in one step, and the dissipation log
 """
 
 from interp.plots.run import (
@@ -27,6 +31,10 @@ from interp.plots.run import (
 )
 from interp.plots.timeline import timeline_figure, usage_curves
 from interp.plots.geometry import anisotropy_curve, eigenvalue_curves, escape_heatmap, llc_curves
+from interp.plots.weights import spectra_curves, trajectory_curves
+from interp.plots.activations import lens_curves, representation_curves
+from interp.plots.gradients import gradient_curves
+from interp.plots.updates import dissipation_curve, update_bars
 from interp.plots.sweep import (
     asymmetry_bars,
     candidate_loss_overlay,
@@ -52,6 +60,13 @@ __all__ = [
     "eigenvalue_curves",
     "escape_heatmap",
     "llc_curves",
+    "spectra_curves",
+    "trajectory_curves",
+    "lens_curves",
+    "representation_curves",
+    "gradient_curves",
+    "dissipation_curve",
+    "update_bars",
     "asymmetry_bars",
     "candidate_loss_overlay",
     "tau_vs_d",

@@ -40,9 +40,12 @@ def timeline_figure(tl) -> go.Figure:
     """
     usage = getattr(tl, "usage", None)
     with_usage = usage is not None and not usage.empty
-    rows = 4 if with_usage else 3
-    heights = [0.32, 0.16, 0.32, 0.2] if with_usage else [0.38, 0.2, 0.42]
-    specs = [[{}], [{}], [{}]] + ([[{"secondary_y": True}]] if with_usage else [])
+    dynamics = dynamics_traces(getattr(tl, "trajectory", None), tl.metrics)
+    rows = 3 + with_usage + bool(dynamics)
+    heights = ([0.32, 0.16, 0.32] if with_usage else [0.38, 0.2, 0.42]) + ([0.2] if with_usage else [])
+    if dynamics:
+        heights = [h * 0.82 for h in heights] + [0.18]
+    specs = [[{}], [{}], [{}]] + [[{"secondary_y": True}]] * (rows - 3)
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.04,
                         specs=specs)
     for trace in loss_traces(tl.metrics):
@@ -67,6 +70,9 @@ def timeline_figure(tl) -> go.Figure:
                                  line=dict(color="#8c564b", dash="dot"),
                                  hovertemplate="step %{x}<br>restored %{y:.2f}<extra></extra>"),
                       row=4, col=1, secondary_y=True)
+
+    for trace, secondary in dynamics:
+        fig.add_trace(trace, row=rows, col=1, secondary_y=secondary)
 
     def marker(x: int, name: str, color: str, dash: str, width: float) -> None:
         fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, name=name,
@@ -103,7 +109,7 @@ def timeline_figure(tl) -> go.Figure:
         title=dict(text=f"{tl.name + ': ' if tl.name else ''}routing head {tl.routing_head}, onset "
                         f"{'none' if onset is None else f'step {onset}'}, τ = {tl.tau if tl.tau is not None else 'n/a'}, "
                         f"lead (τ − onset)/τ = {lead}", y=0.98, yanchor="top"),
-        height=960 if with_usage else 820, margin=dict(t=110), hovermode="closest",
+        height=(960 if with_usage else 820) + (160 if dynamics else 0), margin=dict(t=110), hovermode="closest",
         legend=dict(orientation="h", x=0, y=-0.08, yanchor="top"),
     )
     fig.update_yaxes(title_text=LOSS_TITLE, row=1, col=1)
@@ -112,8 +118,31 @@ def timeline_figure(tl) -> go.Figure:
     if with_usage:
         fig.update_yaxes(title_text="Δ Lc (nats)", row=4, col=1, secondary_y=False)
         fig.update_yaxes(title_text="restored (fraction)", row=4, col=1, secondary_y=True)
+    if dynamics:
+        fig.update_yaxes(title_text="direction consistency", row=rows, col=1, secondary_y=False)
+        fig.update_yaxes(title_text="dissipation Q(t)", row=rows, col=1, secondary_y=True)
     fig.update_xaxes(title_text=STEP_TITLE, row=rows, col=1)
     return fig
+
+
+def dynamics_traces(trajectory: pd.DataFrame | None, metrics: pd.DataFrame) -> list[tuple[go.Scatter, bool]]:
+    """The timeline's last panel: the cosine between consecutive weight displacements of the whole
+    model (the trajectory analysis) and the dissipation Q(t) = sum lr ||g_B||^2 (the metrics log,
+    on the secondary axis); (trace, secondary) pairs, none when neither was measured."""
+    out = []
+    if trajectory is not None and not trajectory.empty and "cosine" in trajectory:
+        whole = trajectory[trajectory["component"] == "all"].dropna(subset=["cosine"]).sort_values("step")
+        if not whole.empty:
+            out.append((go.Scatter(x=whole["step"], y=whole["cosine"], mode="lines+markers", marker=dict(size=4),
+                                   name="direction consistency (cos of consecutive displacements)",
+                                   line=dict(color="#17becf"),
+                                   hovertemplate="step %{x}<br>cos %{y:.2f}<extra></extra>"), False))
+    if "dissipation" in metrics and metrics["dissipation"].notna().any():
+        m = metrics.dropna(subset=["dissipation"]).sort_values("step")
+        out.append((go.Scatter(x=m["step"], y=m["dissipation"], mode="lines", name="dissipation Q(t) = Σ lr‖g_B‖²",
+                               line=dict(color="#7f7f7f", dash="dot"),
+                               hovertemplate="step %{x}<br>Q %{y:.4g}<extra></extra>"), True))
+    return out
 
 
 # ---------------------------------------------------------------------------- usage

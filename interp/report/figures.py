@@ -34,6 +34,11 @@ RUN_SECTIONS = (
         "Loss with z replaced by another selector of the group, minus the clean loss: on the first token and on the "
         "full target (a1..a4 and EOS, which also sees z read at the later positions). ~0 while the model ignores z, "
         "large once it depends on it.", _M + "shuffle_gaps"),
+    ReportSection(
+        "dissipation", "Dissipation and the minibatch gradient",
+        "Q(t) = Σ_{s ≤ t} lr_s ‖g_B,s‖², the sum of lr times the squared minibatch gradient norm over every step "
+        "(logged at every step, read at the evaluations), and the minibatch gradient norm at each evaluation.",
+        "interp.report.diagnostic_figures:dissipation"),
 )
 
 

@@ -24,6 +24,7 @@ import pandas as pd
 from interp.errors import InterpError
 from interp.forks.family import ForkFamily
 from interp.report.fork_data import FamilyData, read_family
+from interp.report.mechanisms import mechanism_html
 from interp.report.page import Section, figure_html, page, section_html, summary_table, write_html
 from interp.sweeps.forks import ESCAPES, ForkComparison, forks
 
@@ -210,6 +211,7 @@ def fork_family_report(family: ForkFamily | str | Path, path: str | Path, progre
         "<h2 id=\"section-summary\">Summary</h2>",
         summary_table(_summary_rows(data)),
         _left_out(data),
+        mechanism_html(family),
         section_html(sections[0]),
         "<h2 id=\"section-arms\">Arms</h2>",
         f"<p>Per fork step and arm, over the done forks: the median escape over seeds with a bootstrap interval "

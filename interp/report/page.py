@@ -62,6 +62,11 @@ table.summary th { font-weight: 600; white-space: nowrap; }
 .missing ul { margin: 0.3em 0; }
 .pending { background: #eef4fb; border-left: 4px solid #4a86c5; padding: 8px 14px; margin: 1em 0; }
 figure.report-figure { margin: 0.5em 0 1.5em; }
+table.mechanisms td { font-size: 0.92em; }
+tr.verdict-consistent b { color: #1a7f37; }
+tr.verdict-contradicted b { color: #b3261e; }
+tr.verdict-inconclusive b { color: #8a6d00; }
+tr.verdict-not-measured b { color: #777; }
 figcaption { color: #444; font-size: 0.92em; margin-top: 4px; max-width: 1000px; }
 """
 

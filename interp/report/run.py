@@ -27,6 +27,7 @@ from interp.analysis.findings import findings as find, summary_rows
 from interp.analysis.suite import run_suite
 from interp.errors import InterpError
 from interp.report.figures import RUN_SECTIONS
+from interp.report.mechanisms import mechanism_html
 from interp.report.page import NotComputed, Section, figure_html, page, section_html, summary_table, write_html
 from interp.runs import Run
 from interp.summary import run_rows, run_summary
@@ -120,7 +121,8 @@ def analyses(run: Run, cache: bool = True, device: str = "cpu", progress: bool =
     try:
         check_run(run)
         c.timeline = timeline(run, sens=c.need("sensitivity"), usage=c.tables.get("usage"),
-                              with_usage="usage" in c.tables)
+                              with_usage="usage" in c.tables, trajectory=c.tables.get("trajectory"),
+                              with_trajectory="trajectory" in c.tables)
     except InterpError as exc:
         c.timeline_problem = str(exc)
     return c
@@ -206,6 +208,7 @@ def write_report(
         "<h2 id=\"section-summary\">Summary</h2>",
         summary_table(summary(run, c)),
         notes,
+        mechanism_html(run),
         *(section_html(s) for s in made_sections),
     ])
     return write_html(Path(path), page(f"interp report: {run.name}", body))

@@ -23,7 +23,8 @@ from tests.helpers import DEMO
 
 ROOT = Path(__file__).resolve().parents[2]
 # analysis options that shrink the work; every one is accepted by `interp analyze` whatever --only says
-SMALL_ANALYSIS = ["--n-groups", "4", "--n-examples", "16", "--n-pairs", "8", "--chains", "1", "--draws", "4"]
+SMALL_ANALYSIS = ["--n-groups", "4", "--n-examples", "16", "--n-pairs", "8", "--chains", "1", "--draws", "4",
+                  "--n-draws", "2"]
 
 
 def readme_commands() -> list[str]:

@@ -15,9 +15,11 @@ from tests.helpers import FIGURE_DIV, figures, js_errors, render, small_spec
 from interp.report import write_report, write_timeline
 
 SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False)
-SECTIONS = ("timeline", "loss", "shuffle", "sensitivity", "attn_to_z", "segments", "attention", "group_hist",
-            "group_share", "ablation", "patching", "usage")
-GEOMETRY = ("hessian", "anisotropy", "escape", "llc")  # computed only when asked: the command is shown
+SECTIONS = ("timeline", "loss", "shuffle", "dissipation", "sensitivity", "attn_to_z", "segments", "attention",
+            "group_hist", "group_share", "ablation", "patching", "usage", "trajectory", "spectra", "representations",
+            "lens")
+# computed only when asked: the command is shown
+GEOMETRY = ("hessian", "anisotropy", "escape", "llc", "gradients", "updates")
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,7 @@ def test_report_renders_every_figure_in_a_browser(report, tmp_path):
     for key in GEOMETRY:  # not computed unasked: each says which command computes it
         assert f'class="pending" data-section="{key}"' in dom
     assert "interp analyze" in dom and "--only hessian" in dom and "--only llc" in dom
+    assert 'id="section-mechanisms"' in dom and "incremental group coverage" in dom  # the mechanism table
 
 
 def test_the_error_recorder_sees_errors(run, tmp_path):

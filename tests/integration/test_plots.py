@@ -200,7 +200,14 @@ def test_timeline_figure_marks_onsets_and_tau(tl):
     head = tl.routing_head
     assert [t.name for t in fig.data] == ["full loss", "first-token loss", "candidate loss",
                                           "shuffle gap (first token)", "shuffle gap (full target)", "z_share",
-                                          "onset", f"{head} resample-ablation Δ Lc", f"{head} patching: restored fraction"]
+                                          "onset", f"{head} resample-ablation Δ Lc", f"{head} patching: restored fraction",
+                                          "direction consistency (cos of consecutive displacements)",
+                                          "dissipation Q(t) = Σ lr‖g_B‖²"]
+    cos = next(t for t in fig.data if t.name.startswith("direction consistency"))
+    whole = tl.trajectory[tl.trajectory["component"] == "all"].dropna(subset=["cosine"]).sort_values("step")
+    assert list(cos.x) == list(whole["step"]) and list(cos.y) == pytest.approx(list(whole["cosine"]))
+    q = next(t for t in fig.data if t.name.startswith("dissipation"))
+    assert list(q.y) == pytest.approx(list(tl.metrics.dropna(subset=["dissipation"])["dissipation"]))
     have = tl.onsets.dropna(subset=["onset"])
     assert len(have)  # the test is vacuous otherwise
     markers = {s.name[len("onset "):]: s for s in fig.layout.shapes if (s.name or "").startswith("onset ")}
@@ -220,7 +227,7 @@ def test_timeline_figure_marks_onsets_and_tau(tl):
     (log_k,) = _shapes(fig, "log K")
     assert log_k.y0 == pytest.approx(tl.log_k)
     assert tl.routing_head in fig.layout.title.text and "lead" in fig.layout.title.text
-    assert fig.layout.xaxis4.title.text == "step (optimizer steps)" and fig.layout.yaxis.title.text == "loss (nats)"
+    assert fig.layout.xaxis5.title.text == "step (optimizer steps)" and fig.layout.yaxis.title.text == "loss (nats)"
     assert list(fig.data[5].y) == list(tl.onsets["head_name"])
     np.testing.assert_allclose(fig.data[7].y, tl.usage.sort_values("step")["resample_delta_loss_cand"])
 

@@ -1,0 +1,44 @@
+"""Finding: which mechanism holds the plateau? The mechanism table, with the author's numbers.
+
+The paper keeps one of seven candidates: entropic stabilisation (noise holds the model). It
+rejects gradient cancellation (the author measured beta = 0.02 against a predicted ~1), barrier
+crossing (7x lr gives a 3.6x longer plateau: the opposite) and incremental coverage (0 of 200
+groups at tau/2). The author's forks find full batch re-solving in ~800 steps while minibatch
+noise stays trapped (>= 20x), and measure direction consistency of 0.04-0.22 on the plateau and
+0.4-0.9 at the transition. Here: one table per folder, each row with our value, its interval,
+the runs it rests on, the verdict of the rule fixed in interp/mechanisms/rules.py, and the
+paper's or the author's number (docs/mechanisms.md).
+
+    python analyses/mechanisms.py [PATH ...] [--cached]
+
+PATH: runs, sweeps or fork families (default: the demo and the tiny sweeps where they exist:
+sweeps/scaling-tiny, sweeps/noise-tiny, sweeps/cancellation-tiny, forks/forks-tiny/family). Make
+the sweeps with `interp sweep --preset NAME --out sweeps/NAME --workers 2` and the family with
+`python analyses/forks.py forks/forks-tiny`.
+"""
+
+import argparse
+from pathlib import Path
+
+from interp.mechanisms import mechanisms
+
+DEFAULTS = ("checkpoints/demo", "sweeps/scaling-tiny", "sweeps/noise-tiny", "sweeps/cancellation-tiny",
+            "forks/forks-tiny/family")
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("paths", nargs="*", help="runs, sweeps or fork families (default: the demo and the tiny sweeps)")
+parser.add_argument("--cached", action="store_true", help="compute nothing: read the caches only")
+args = parser.parse_args()
+paths = args.paths or [p for p in DEFAULTS if Path(p).is_dir()]
+missing = [p for p in DEFAULTS if not args.paths and not Path(p).is_dir()]
+for path in paths:
+    table = mechanisms(path, compute=not args.cached)
+    print(f"\n== {path} ({table.kind})")
+    for r in table.rows:
+        value = "not measured" if r["verdict"] == "not measured" else \
+            f"{r['value']:.3g} [{r['low']:.3g}, {r['high']:.3g}] ({r['n_runs']} run{'s' if r['n_runs'] != 1 else ''})"
+        print(f"  {r['mechanism']:<48} {r['verdict']:<13} ours: {value:<34} {r['paper']}")
+    for note in table.notes:
+        print(f"  note: {note}")
+for path in missing:
+    print(f"\n(not found: {path}; see this script's docstring for the command that makes it)")

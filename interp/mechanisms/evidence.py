@@ -1,0 +1,325 @@
+"""The numbers behind each row of the mechanism table, from a run, a sweep or a fork family.
+
+A run gives the rows that one trajectory can answer, from its analyses (docs/mechanisms.md):
+the share of groups at tau/2 (`groups`), direction consistency on the plateau and through the
+transition (`trajectory`), the selector SNR and the noise along curvature (`gradients`) and the
+plateau's lambda_min (`hessian`). With `compute=True` the cheap ones (groups, trajectory, and
+gradients at up to 5 of the plateau's checkpoints) are computed and cached; the Hessian and the curvature
+noise (minutes) are only read from the cache. Within one run the interval of a median over the
+plateau's checkpoints is a percentile bootstrap over those checkpoints (they are correlated:
+read it as a spread, not a confidence interval), and a share of groups gets a Wilson interval.
+
+A sweep adds the rows that need several runs (the selector-sharing fit, the lr / batch fit,
+anisotropy against K) and gives the per-run rows as the mean over runs with a bootstrap-t
+interval (`interp.sweeps.bootstrap.mean_ci`). A fork family adds the forks' row and takes the
+other rows from its parent run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from interp.analysis import registry
+from interp.errors import InterpError
+from interp.mechanisms.rules import Measure
+from interp.seeding import numpy_generator
+
+PLATEAU = (0.25, 0.9)  # the plateau's checkpoints: tau/4 .. 0.9 tau
+N_BOOT = 2000
+LEVEL = 0.95
+HALF_TAU_SLACK = 0.15  # the checkpoint read as tau/2 must lie within this many tau of it
+GRADIENT_STEPS = 5  # plateau checkpoints the gradients analysis is computed at, when it is not cached
+PER_RUN = ("cancellation_snr", "coverage", "spinodal", "random_walk", "entropic_curvature")
+
+
+@dataclass
+class RunEvidence:
+    """One run's measures (with within-run intervals) and its point values (for pooling over runs)."""
+
+    run: str
+    tau: int | None
+    measures: dict[str, Measure] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=dict)  # also "random_walk_transition"
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- intervals
+def median_interval(values, seed: int = 0) -> tuple[float, float, float]:
+    """Median and a percentile-bootstrap interval of the median (NaN interval for < 2 values)."""
+    v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
+    if len(v) == 0:
+        return math.nan, math.nan, math.nan
+    med = float(np.median(v))
+    if len(v) < 2:
+        return med, math.nan, math.nan
+    rng = numpy_generator(seed, "bootstrap")
+    boots = np.median(v[rng.integers(0, len(v), (N_BOOT, len(v)))], axis=1)
+    return med, float(np.quantile(boots, (1 - LEVEL) / 2)), float(np.quantile(boots, (1 + LEVEL) / 2))
+
+
+def wilson(successes: float | int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson score interval of a proportion."""
+    from scipy import stats
+
+    if n <= 0:
+        return math.nan, math.nan
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # at p = 0 or 1 one end is exactly 0 or 1 (the formula leaves rounding error there)
+    return 0.0 if successes <= 0 else max(0.0, centre - half), 1.0 if successes >= n else min(1.0, centre + half)
+
+
+def _median_measure(values, what: str, seed: int) -> Measure | None:
+    med, lo, hi = median_interval(values, seed)
+    if not math.isfinite(med):
+        return None
+    n = int(np.isfinite(np.asarray(values, dtype=float)).sum())
+    return Measure(med, lo, hi, 1, f"median over {n} plateau checkpoint{'s' if n != 1 else ''} ({what}); "
+                                  f"interval: bootstrap over checkpoints")
+
+
+# ---------------------------------------------------------------------------- one run
+def plateau_steps(steps, t: int | None) -> list[int]:
+    if not t:
+        return []
+    lo, hi = PLATEAU[0] * t, PLATEAU[1] * t
+    return [int(s) for s in steps if lo <= s <= hi]
+
+
+def spread(steps: list[int], at_most: int) -> list[int]:
+    """At most `at_most` of `steps`, evenly spread, the first and the last included."""
+    if len(steps) <= at_most:
+        return list(steps)
+    picks = np.unique(np.round(np.linspace(0, len(steps) - 1, at_most)).astype(int))
+    return [steps[i] for i in picks]
+
+
+def transition_window(run) -> tuple[int, int] | None:
+    from interp.transition import window_bounds
+
+    series = run.metric_series("loss_cand")
+    pairs = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if v == v]
+    return window_bounds([s for s, _ in pairs], [v for _, v in pairs], run.log_k) if pairs else None
+
+
+def _cached(run, analysis: str, accept=None) -> dict[str, pd.DataFrame]:
+    from interp.analysis.cache import ResultCache
+
+    entry = registry.get(analysis)
+    try:
+        return ResultCache(run).cached_any(entry.cache_key(entry.params()), accept=accept)
+    except InterpError:
+        return {}
+
+
+def _suite(run, only: list[str], steps, progress: bool, notes: list[str]) -> dict[str, pd.DataFrame]:
+    from interp.analysis.suite import run_suite
+
+    try:
+        result = run_suite(run, only=only, steps=steps, progress=progress)
+    except InterpError as exc:
+        notes.append(f"{', '.join(only)}: {exc}")
+        return {}
+    notes.extend(f"{', '.join(only)}: {p}" for p in result.problems)
+    return result.tables
+
+
+def run_evidence(run, compute: bool = True, progress: bool = False) -> RunEvidence:
+    """The per-run rows of one run (see the module docstring)."""
+    from interp.transition import tau_or_none
+
+    t = tau_or_none(run)
+    ev = RunEvidence(str(run.path), t)
+    seed = run.spec.seed
+    if t is None:
+        ev.notes.append("the candidate loss never falls below 0.5 log K: no plateau to place, no τ/2")
+        return ev
+    saved = run.steps
+    plateau = plateau_steps(saved, t)
+    tables: dict[str, pd.DataFrame] = {}
+    if compute:
+        tables.update(_suite(run, ["groups", "trajectory"], None, progress, ev.notes))
+        if plateau:  # computed (and cached) at a few plateau steps, then read with whatever else is cached
+            _suite(run, ["gradients"], spread(plateau, GRADIENT_STEPS), progress, ev.notes)
+    tables.pop("gradients", None)
+    for name in ("groups", "trajectory", "gradients"):
+        if name not in tables or tables[name].empty:
+            tables.update({k: v for k, v in _cached(run, name).items() if k not in tables or tables[k].empty})
+    curvature = _cached(run, "gradients", accept=lambda p: bool(p.get("curvature"))).get("gradients")
+    hessian = _cached(run, "hessian").get("hessian")
+
+    # incremental coverage: share of groups >= 80% at tau/2
+    groups = tables.get("groups")
+    if groups is not None and not groups.empty:
+        from interp.analysis.groups import share_above
+
+        share = share_above(groups, t, fractions=(0.5,))
+        if not share.empty and abs(int(share["step"].iloc[0]) - t / 2) > HALF_TAU_SLACK * t:
+            ev.notes.append(f"coverage: the checkpoint nearest τ/2 = {t / 2:.0f} is step {int(share['step'].iloc[0])}, "
+                            f"more than {HALF_TAU_SLACK:g} τ away: not measured (save checkpoints more densely)")
+        elif not share.empty:
+            s, n = float(share["share"].iloc[0]), int(share["n_groups"].iloc[0])
+            lo, hi = wilson(s * n, n)
+            ev.measures["coverage"] = Measure(s, lo, hi, 1, f"{round(s * n)} of {n} groups at step "
+                                              f"{int(share['step'].iloc[0])} (τ/2 = {t / 2:.0f}); Wilson interval")
+            ev.values["coverage"] = s
+
+    # hidden progress as a random walk: direction consistency of the whole parameter vector
+    traj = tables.get("trajectory")
+    if traj is not None and not traj.empty and "cosine" in traj:
+        whole = traj[traj["component"] == "all"].dropna(subset=["cosine"])
+        on = whole[whole["step"].isin(plateau)]["cosine"].to_numpy(float)
+        window = transition_window(run)
+        across = (whole[(whole["step"] >= window[0]) & (whole["step"] <= window[1])]["cosine"].to_numpy(float)
+                  if window else np.array([]))
+        m = _median_measure(on, "cosine of consecutive displacements", seed)
+        if m is not None:
+            tr = float(np.median(across)) if len(across) else math.nan
+            ev.measures["random_walk"] = Measure(m.value, m.low, m.high, 1,
+                                                 m.detail + f"; transition median over {len(across)} checkpoints",
+                                                 extra={"transition": tr})
+            ev.values["random_walk"], ev.values["random_walk_transition"] = m.value, tr
+
+    # gradient cancellation, per run: selector SNR x sqrt(n groups) on the plateau
+    grads = tables.get("gradients")
+    if grads is not None and not grads.empty and "selector_snr_sqrt_n" in grads:
+        on = grads[grads["step"].isin(plateau)]["selector_snr_sqrt_n"].to_numpy(float)
+        m = _median_measure(on, "selector SNR x sqrt(n groups)", seed)
+        if m is not None:
+            ev.measures["cancellation_snr"], ev.values["cancellation_snr"] = m, m.value
+
+    # entropic stabilisation: noise variance along v_max over v_min on the plateau
+    if curvature is not None and not curvature.empty and {"noise_var_vmax", "noise_var_vmin"} <= set(curvature):
+        on = curvature[curvature["step"].isin(plateau)]
+        ratio = (on["noise_var_vmax"] / on["noise_var_vmin"]).to_numpy(float)
+        m = _median_measure(ratio, "noise variance along v_max / along v_min", seed)
+        if m is not None:
+            ev.measures["entropic_curvature"], ev.values["entropic_curvature"] = m, m.value
+
+    # spinodal: lambda_min / lambda_max on the plateau, converged bottom eigenpairs only
+    if hessian is not None and not hessian.empty:
+        rows = hessian[(hessian["which"] == "bottom") & (hessian["rank"] == 0) & hessian["converged"].astype(bool)]
+        rows = rows[rows["step"].isin(plateau)]
+        ratio = (rows["lambda_min"] / rows["lambda_max"]).to_numpy(float)
+        m = _median_measure(ratio, "λ_min / λ_max, converged Lanczos", seed)
+        if m is not None:
+            ev.measures["spinodal"], ev.values["spinodal"] = m, m.value
+    return ev
+
+
+# ---------------------------------------------------------------------------- across runs
+def pooled(evidence: list[RunEvidence], key: str, seed: int = 0) -> Measure | None:
+    """A per-run value pooled over runs: the mean with a bootstrap-t interval (one run: its own)."""
+    from interp.sweeps.bootstrap import mean_ci
+
+    have = [(e, e.values[key]) for e in evidence if math.isfinite(e.values.get(key, math.nan))]
+    if not have:
+        return None
+    if len(have) == 1:
+        return have[0][0].measures.get(key)
+    v = np.asarray([x for _, x in have], dtype=float)
+    mean, lo, hi = mean_ci(v, N_BOOT, LEVEL, numpy_generator(seed, "bootstrap"))
+    extra = {}
+    if key == "random_walk":
+        tr = np.asarray([e.values.get("random_walk_transition", math.nan) for e, _ in have], dtype=float)
+        extra["transition"] = float(np.nanmean(tr)) if np.isfinite(tr).any() else math.nan
+    return Measure(mean, lo, hi, len(have), f"mean over {len(have)} runs of each run's value; bootstrap-t interval",
+                   extra=extra)
+
+
+def cancellation_measure(table: pd.DataFrame) -> tuple[Measure | None, str]:
+    """beta of tau against n_bases / G from a selector-sharing sweep (None and why when it cannot be had)."""
+    if "bases_per_selector_set" not in table or table["bases_per_selector_set"].nunique() < 2:
+        return None, "the sweep does not vary task.selector_groups"
+    from interp.sweeps.cancellation import cancellation
+
+    try:
+        fit = cancellation(table)
+    except InterpError as exc:
+        return None, str(exc)
+    lo, hi = fit.ci
+    return Measure(fit.exponent, lo, hi, fit.n_used, fit.summary()), ""
+
+
+def barrier_measure(table: pd.DataFrame) -> tuple[Measure | None, str]:
+    """Slope of log tau against log noise: against log lr at one batch size, else minus that
+    against log batch size at one lr (a smaller batch is more noise)."""
+    from interp.sweeps.conditions import noise
+
+    if not {"lr", "batch_size"} <= set(table) or (table["lr"].nunique() < 2 and table["batch_size"].nunique() < 2):
+        return None, "the sweep varies neither lr nor batch size"
+    try:
+        res = noise(table)
+    except InterpError as exc:
+        return None, str(exc)
+    if res.lr is not None:
+        return Measure(res.lr.slope, res.lr.ci[0], res.lr.ci[1], res.n_used, "slope of log τ against log lr: "
+                       + res.summary()), ""
+    b = res.batch
+    return Measure(-b.slope, -b.ci[1], -b.ci[0], res.n_used, "minus the slope of log τ against log batch size: "
+                   + res.summary()), ""
+
+
+def drowning_measure(table: pd.DataFrame, evidence: dict[str, dict], seed: int = 0) -> tuple[Measure | None, str]:
+    """Slope of log plateau anisotropy against log K (bootstrap over runs), with tau's slope beside it."""
+    from interp.sweeps.bootstrap import ols
+
+    if "k" not in table or table["k"].nunique() < 2:
+        return None, "the sweep does not vary K"
+    rows = [(float(r.k), evidence[r.run].get("anisotropy", math.nan), float(r.tau_half))
+            for r in table.itertuples() if r.run in evidence]
+    pts = np.asarray([r for r in rows if all(np.isfinite(r)) and r[1] > 0 and r[2] > 0], dtype=float)
+    if len(pts) < 3 or len(np.unique(pts[:, 0])) < 2:
+        return None, (f"{len(pts)} runs with a snap and a cached Hessian on the plateau; the fit needs 3 over 2 "
+                      f"values of K")
+    lk, la, lt = np.log(pts[:, 0]), np.log(pts[:, 1]), np.log(pts[:, 2])
+    slope, _ = ols(lk, la)
+    tau_slope, _ = ols(lk, lt)
+    rng = numpy_generator(seed, "bootstrap")
+    boots = []
+    for _ in range(N_BOOT):
+        i = rng.integers(0, len(pts), len(pts))
+        if len(np.unique(lk[i])) >= 2:
+            boots.append(float(ols(lk[i], la[i])[0]))
+    lo, hi = np.quantile(boots, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return Measure(float(slope), float(lo), float(hi), len(pts), "log anisotropy (median over the plateau's "
+                   "checkpoints) against log K; percentile bootstrap over runs",
+                   extra={"tau_slope": float(tau_slope)}), ""
+
+
+def anisotropy_of(run, t: int | None) -> float:
+    """The median plateau anisotropy of a run's cached Hessian (NaN when none)."""
+    hessian = _cached(run, "hessian").get("hessian")
+    if hessian is None or hessian.empty or not t:
+        return math.nan
+    rows = hessian[(hessian["which"] == "bottom") & (hessian["rank"] == 0) & hessian["converged"].astype(bool)]
+    rows = rows[rows["step"].isin(plateau_steps(sorted(set(hessian["step"])), t))]
+    v = rows["anisotropy"].to_numpy(float)
+    return float(np.median(v)) if len(v) else math.nan
+
+
+def forks_measure(table: pd.DataFrame, arm: str = "full_batch", reference: str = "minibatch") -> tuple[Measure | None, str]:
+    """The ratio of median escapes, full batch over minibatch, at the earliest fork step that has both."""
+    from interp.sweeps.forks import forks
+
+    try:
+        cmp = forks(table, reference=reference)
+    except InterpError as exc:
+        return None, str(exc)
+    rows = cmp.rows[cmp.rows["label"] == arm]
+    rows = rows[np.isfinite(rows["ratio"].to_numpy(float))]
+    if rows.empty:
+        return None, f"the family has no {arm} forks beside {reference} forks with a defined ratio"
+    first = rows.sort_values("fork_step").iloc[0]
+    bound = str(first["ratio_bound"]).strip()
+    lo, hi = float(first["ratio_low"]), float(first["ratio_high"])
+    detail = (f"at fork step {int(first['fork_step'])}: median escape ratio {bound + ' ' if bound else ''}"
+              f"{float(first['ratio']):.3g} over {int(first['n'])} seeds; " + cmp.summary().splitlines()[0])
+    # censored medians are already in the interval: an unbounded end is inf, never a guess
+    return Measure(float(first["ratio"]), lo, hi, int(first["n"]), detail), ""

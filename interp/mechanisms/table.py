@@ -1,0 +1,189 @@
+"""The mechanism table: one row per candidate mechanism of the plateau (docs/mechanisms.md).
+
+Each row shows the quantity, what the mechanism predicts, the measured value with its interval
+and the number of runs it rests on, the verdict of its rule (`interp.mechanisms.rules`, fixed
+before any data) with the sentence that says why, and the paper's or the author's number
+beside ours. `mechanisms(path)` builds it for a run, a sweep or a fork family.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from interp.errors import InterpError
+from interp.mechanisms import rules
+from interp.mechanisms.rules import NOT_MEASURED, ROWS, Measure
+
+
+MAX_NOTES = 8  # notes on a sweep's runs shown before the rest are counted
+
+
+@dataclass
+class MechanismTable:
+    """The rows (dicts with the columns of COLUMNS) and what they were measured on."""
+
+    source: str  # the run, sweep or family folder
+    kind: str  # "run", "sweep" or "fork family"
+    rows: list[dict]
+    notes: list[str] = field(default_factory=list)
+
+    COLUMNS = ("key", "mechanism", "quantity", "prediction", "value", "low", "high", "n_runs", "verdict", "why",
+               "paper", "detail")
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=list(self.COLUMNS))
+
+    def to_dict(self) -> dict:
+        from interp.sweeps.fits import jsonable
+
+        return jsonable({"source": self.source, "kind": self.kind, "rows": self.rows, "notes": self.notes,
+                         "verdicts": list(rules.VERDICTS)})
+
+    def verdict(self, key: str) -> str:
+        return next(r["verdict"] for r in self.rows if r["key"] == key)
+
+    def summary(self) -> str:
+        lines = [f"mechanism table of {self.source} ({self.kind}); rules: docs/mechanisms.md"]
+        for r in self.rows:
+            lines.append(f"- {r['mechanism']}: {r['verdict'].upper()}")
+            lines.append(f"    {r['quantity']} = {value_text(r)}   predicts: {r['prediction']}")
+            lines.append(f"    {r['why']}")
+            if r["paper"]:
+                lines.append(f"    {r['paper']}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        """The table as an HTML fragment (no script; the report's styles)."""
+        head = "".join(f"<th>{h}</th>" for h in ("mechanism", "quantity", "predicts", "measured", "runs", "verdict",
+                                                    "why", "paper / author"))
+        body = []
+        for r in self.rows:
+            cls = r["verdict"].replace(" ", "-")
+            body.append(
+                f"<tr class='verdict-{cls}'><td>{html.escape(r['mechanism'])}</td><td>{html.escape(r['quantity'])}</td>"
+                f"<td>{html.escape(r['prediction'])}</td><td>{html.escape(value_text(r))}</td>"
+                f"<td>{r['n_runs'] or ''}</td><td><b>{html.escape(r['verdict'])}</b></td>"
+                f"<td>{html.escape(r['why'])}</td><td>{html.escape(r['paper'])}</td></tr>")
+        notes = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in self.notes)
+        return f"<table class='summary mechanisms'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{notes}"
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        counts = {}
+        for r in self.rows:
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        return f"MechanismTable({self.source!r}, {self.kind}, " + ", ".join(f"{v} {k}" for k, v in counts.items()) + ")"
+
+
+def value_text(r: dict) -> str:
+    """"0.42 [0.3, 0.55]", or the value alone without an interval, or "—" when not measured."""
+    v, lo, hi = r["value"], r["low"], r["high"]
+    if v is None or not math.isfinite(v):
+        return "—"
+    if lo is None or hi is None or (math.isnan(lo) and math.isnan(hi)):
+        return f"{v:.3g}"
+    return f"{v:.3g} [{lo:.3g}, {hi:.3g}]"
+
+
+def build(source: str, kind: str, measures: dict[str, Measure | None], why_missing: dict[str, str],
+          notes: list[str]) -> MechanismTable:
+    """Judge every row of ROWS on `measures` (missing: not measured, with what would measure it)."""
+    rows = []
+    for spec in ROWS:
+        m = measures.get(spec.key)
+        verdict, why = rules.judge(spec.key, m, source)
+        if verdict == NOT_MEASURED:
+            need = spec.needs_sweep if kind != "run" else spec.needs_run.replace("{run}", source)
+            reason = why_missing.get(spec.key)
+            why = need + (f" ({reason})" if reason else "")
+        rows.append({
+            "key": spec.key, "mechanism": spec.mechanism, "quantity": spec.quantity, "prediction": spec.prediction,
+            "value": m.value if m is not None and m.usable else math.nan,
+            "low": m.low if m is not None and m.usable else math.nan,
+            "high": m.high if m is not None and m.usable else math.nan,
+            "n_runs": m.n_runs if m is not None and m.usable else 0, "verdict": verdict, "why": why,
+            "paper": spec.paper, "detail": m.detail if m is not None else "",
+        })
+    return MechanismTable(source, kind, rows, notes)
+
+
+# ---------------------------------------------------------------------------- entry points
+def for_run(run, compute: bool = True, progress: bool = False) -> MechanismTable:
+    from interp.mechanisms.evidence import run_evidence
+
+    ev = run_evidence(run, compute=compute, progress=progress)
+    return build(str(run.path), "run", ev.measures, {}, ev.notes)
+
+
+def for_sweep(sweep, compute: bool = True, progress: bool = False) -> MechanismTable:
+    from interp.mechanisms import evidence as E
+
+    table = sweep.table()
+    done = table[table["status"] == "done"]
+    notes: list[str] = []
+    skipped = table[table["status"] != "done"]
+    if len(skipped):
+        notes.append(f"{len(skipped)} run(s) not done are left out: " + ", ".join(skipped["run"].astype(str)[:6]))
+    evidence, aniso = [], {}
+    for name in done["run"]:
+        run = sweep.run(str(name))
+        try:
+            ev = E.run_evidence(run, compute=compute, progress=progress)
+        except InterpError as exc:
+            notes.append(f"{name}: {exc}")
+            continue
+        evidence.append(ev)
+        aniso[str(name)] = {"anisotropy": E.anisotropy_of(run, ev.tau)}
+    run_notes = [f"{Path(ev.run).name}: {n}" for ev in evidence for n in ev.notes]
+    notes += run_notes[:MAX_NOTES] + ([f"... and {len(run_notes) - MAX_NOTES} more notes on the runs"]
+                                      if len(run_notes) > MAX_NOTES else [])
+    measures: dict[str, Measure | None] = {key: E.pooled(evidence, key) for key in E.PER_RUN}
+    missing: dict[str, str] = {}
+    for key, fn in (("cancellation", E.cancellation_measure), ("barrier", E.barrier_measure)):
+        measures[key], missing[key] = fn(table)
+    measures["drowning"], missing["drowning"] = E.drowning_measure(done, aniso)
+    return build(str(sweep.path), "sweep", measures, missing, notes)
+
+
+def for_family(family, compute: bool = True, progress: bool = False) -> MechanismTable:
+    from interp.mechanisms.evidence import forks_measure, run_evidence
+
+    parent = family.parent
+    ev = run_evidence(parent, compute=compute, progress=progress)
+    measures: dict[str, Measure | None] = dict(ev.measures)
+    missing: dict[str, str] = {}
+    measures["entropic_forks"], missing["entropic_forks"] = forks_measure(family.table())
+    notes = [f"the per-run rows are those of the parent run {parent.path}"] + ev.notes
+    table = build(str(family.path), "fork family", measures, missing, notes)
+    for r in table.rows:  # the sweep-only rows of a family: say what would measure them
+        if r["verdict"] == NOT_MEASURED and r["key"] not in missing:
+            r["why"] = rules.row(r["key"]).needs_run.replace("{run}", str(parent.path))
+    return table
+
+
+def mechanisms(path, compute: bool = True, progress: bool = False) -> MechanismTable:
+    """The mechanism table of a run, a sweep or a fork family folder.
+
+    compute=True computes the cheap analyses it needs (groups, trajectory, gradients on the
+    plateau) and caches them in each run; the Hessian and the curvature noise are only read
+    from the cache. compute=False reads the caches only."""
+    from interp.forks.design import is_family
+    from interp.runs import Run
+    from interp.sweeps.sweep import Sweep
+
+    path = Path(path)
+    if is_family(path):
+        from interp.forks.family import ForkFamily
+
+        return for_family(ForkFamily.open(path), compute, progress)
+    if Sweep.is_sweep(path):
+        return for_sweep(Sweep.open(path), compute, progress)
+    return for_run(Run.open(path), compute, progress)
