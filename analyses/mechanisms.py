@@ -9,7 +9,7 @@ noise stays trapped (>= 20x), and measure direction consistency of 0.04-0.22 on 
 the runs it rests on, the verdict of the rule fixed in interp/mechanisms/rules.py, and the
 paper's or the author's number (docs/mechanisms.md).
 
-    python analyses/mechanisms.py [PATH ...] [--cached]
+    python analyses/mechanisms.py [PATH ...] [--cached] [--out DIR]
 
 PATH: runs, sweeps or fork families (default: the demo and the tiny sweeps where they exist:
 sweeps/scaling-tiny, sweeps/noise-tiny, sweeps/cancellation-tiny, forks/forks-tiny/family). Make
@@ -18,9 +18,11 @@ the sweeps with `interp sweep --preset NAME --out sweeps/NAME --workers 2` and t
 """
 
 import argparse
+import html
 from pathlib import Path
 
 from interp.mechanisms import mechanisms
+from interp.report.page import page, write_html
 
 DEFAULTS = ("checkpoints/demo", "sweeps/scaling-tiny", "sweeps/noise-tiny", "sweeps/cancellation-tiny",
             "forks/forks-tiny/family")
@@ -28,17 +30,24 @@ DEFAULTS = ("checkpoints/demo", "sweeps/scaling-tiny", "sweeps/noise-tiny", "swe
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("paths", nargs="*", help="runs, sweeps or fork families (default: the demo and the tiny sweeps)")
 parser.add_argument("--cached", action="store_true", help="compute nothing: read the caches only")
+parser.add_argument("--out", default="out", help="folder for the HTML tables (default: out/)")
 args = parser.parse_args()
 paths = args.paths or [p for p in DEFAULTS if Path(p).is_dir()]
 missing = [p for p in DEFAULTS if not args.paths and not Path(p).is_dir()]
+body = []
 for path in paths:
     table = mechanisms(path, compute=not args.cached)
     print(f"\n== {path} ({table.kind})")
     for r in table.rows:
         value = "not measured" if r["verdict"] == "not measured" else \
             f"{r['value']:.3g} [{r['low']:.3g}, {r['high']:.3g}] ({r['n_runs']} run{'s' if r['n_runs'] != 1 else ''})"
-        print(f"  {r['mechanism']:<48} {r['verdict']:<13} ours: {value:<34} {r['paper']}")
+        print(f"  {r['mechanism']:<46} {r['verdict']:<13} ours: {value:<34} paper: {r['paper']}")
     for note in table.notes:
         print(f"  note: {note}")
+    body.append(f"<h2>{html.escape(str(path))} ({table.kind})</h2>{table.html()}")
 for path in missing:
     print(f"\n(not found: {path}; see this script's docstring for the command that makes it)")
+out = Path(args.out)
+out.mkdir(parents=True, exist_ok=True)
+written = write_html(out / "mechanisms.html", page("interp: which mechanism holds the plateau", "\n".join(body)))
+print(f"table: {written}")

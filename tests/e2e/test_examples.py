@@ -31,6 +31,7 @@ EXPECT = {
     "noise.py": "slope of log tau vs log lr",
     "direction_asymmetry.py": "a_to_b / bz_to_a, geometric mean",
     "forks.py": "realised update power Gamma",
+    "mechanisms.py": "incremental group coverage",
     "06_fork.py": "escape to tau_half",
 }
 
@@ -76,7 +77,7 @@ def _run(script: Path, *args: str, cwd: Path) -> str:
 
 
 def test_there_are_examples_and_findings():
-    assert len(EXAMPLES) == 6 and len(FINDINGS) == 9
+    assert len(EXAMPLES) == 6 and len(FINDINGS) == 10
     assert set(EXPECT) == {p.name for p in EXAMPLES + FINDINGS}
 
 
