@@ -9,7 +9,7 @@ g_B is the mean of B independent draws of g_i and
 
     E||g_B - g||^2 = (1/B) mean_i ||g_i - g||^2,     Var <g_B, v> = (1/B) Var_i <g_i, v>
 
-(population moments over the training set of D examples). What is computed (docs/diagnostics.md,
+(population moments over the training set of D examples). What is computed (see
 docs/diagnostics.md), from one seeded permutation of the training set whose first `n_examples`
 examples are the per-example sample S and whose first `n_full` examples hold S:
 
