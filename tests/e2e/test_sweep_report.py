@@ -86,7 +86,7 @@ def test_a_real_sweep_end_to_end(real_sweep, tmp_path, capsys):
     fits = json.loads(capsys.readouterr().out)
     delta = fits["results"]["scaling"]
     assert delta["n_used"] == 6 and delta["ci"][0] <= delta["delta"] <= delta["ci"][1]
-    assert set(fits["not_applicable"]) == {"fixed_d", "noise", "asymmetry"}
+    assert set(fits["not_applicable"]) == {"fixed_d", "noise", "asymmetry", "cancellation"}
     page = tmp_path / "sweep.html"
     assert main(["report", str(real_sweep), "-o", str(page)]) == 0
     _drawn(render(page, tmp_path), {"fig-scaling", "fig-overlay"})

@@ -72,6 +72,11 @@ def test_the_page_shows_arms_forks_censoring_and_gamma(family, tmp_path):
     for key in ("curves", "gamma", "escapes"):
         assert f'id="fig-{key}"' in text
     assert 'id="left-out"' not in text  # nothing is missing
+    # the mechanism table: every fork is censored on both arms, so the forks' ratio is not defined
+    mech = text[text.index('id="section-mechanisms"'):]
+    row = mech[mech.index("entropic stabilisation (forks)"):]
+    row = row[:row.index("</tr>")]
+    assert "not measured" in row and "defined ratio" in row, row
     assert str(family.parent.path) in text and "fork steps" in text and "20, 40" in text
     assert "10 done (10 censored" in text and "0 damaged" in text
     arms = text[text.index('id="arms-escape_half"'):text.index('id="arms-escape_snap"')]

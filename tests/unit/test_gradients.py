@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import grad, jvp
 
-from interp.analysis import gradients
+from interp.analysis import gradients, selector_snr
 from interp.analysis.directions import cache_path, extreme_directions
 from interp.analysis.hessian import sample_indices as hessian_sample
 from interp.checkpoints import serialize
@@ -235,7 +235,7 @@ def test_population_moments_are_unbiased_over_every_sample_and_exact_on_the_whol
             mean = sample.mean(0)
             stats = [torch.tensor([v], dtype=torch.float64) for v in
                      (float(mean.pow(2).sum()), float((sample - mean).pow(2).sum(1).mean()), n, 7)]
-            got.append([float(t) for t in gradients.population_moments(*stats)])
+            got.append([float(t) for t in selector_snr.population_moments(*stats)])
         got = torch.tensor(got, dtype=torch.float64)
         assert float(got[:, 0].mean()) == pytest.approx(mu2, rel=1e-12)
         assert float(got[:, 1].mean()) == pytest.approx(sigma2, rel=1e-12)
@@ -288,14 +288,14 @@ def test_selector_snr_equals_the_spec_loop(task, model, measured):
     z = task.tokens[:, z_pos]
     assert (task.tokens[:, 1:dec].unsqueeze(2) == z.unsqueeze(1)).any(1).any(1).any()  # a z token also in B
     every = group_examples(task, probe_groups(task, None, SEED))
-    snr, snr_n = gradients.selector_snr(model, task, every)
+    snr, snr_n = selector_snr.selector_snr(model, task, every)
     want, want_n = loop_selector_snr(model, task, every)
     assert snr == pytest.approx(want, rel=1e-4)
     assert snr_n == pytest.approx(want_n, rel=1e-4)
     assert snr_n == pytest.approx(snr * math.sqrt(task.n_groups), rel=1e-9)  # one shared selector set
     assert measured["selector_snr"] == pytest.approx(snr, rel=1e-9)
     some = group_examples(task, probe_groups(task, 5, SEED))  # 5 of the 12 groups: SNR over all 12 estimated
-    got, got_n = gradients.selector_snr(model, task, some)
+    got, got_n = selector_snr.selector_snr(model, task, some)
     want, want_n = loop_selector_snr(model, task, some)
     assert got == pytest.approx(want, rel=1e-4) and got_n == pytest.approx(want_n, rel=1e-4)
     assert got_n == pytest.approx(got * math.sqrt(task.n_groups), rel=1e-9)
@@ -310,9 +310,9 @@ def test_selector_snr_counts_a_repeated_z_token_once(task, model):
     tokens[first, z1] = tokens[first, z0]
     twin.tokens = tokens
     idx = torch.arange(task.size)
-    assert gradients.selector_snr(model, twin, idx)[0] == pytest.approx(loop_selector_snr(model, twin, idx)[0],
+    assert selector_snr.selector_snr(model, twin, idx)[0] == pytest.approx(loop_selector_snr(model, twin, idx)[0],
                                                                          rel=1e-4)
-    rows = gradients.z_row_gradients(model, twin, idx)  # [n, len_z, d]
+    rows = selector_snr.z_row_gradients(model, twin, idx)  # [n, len_z, d]
     for i in (0, 1, 4):  # selector 0 (one distinct token: its second row is zero), then others
         _, want = loop_rows(model, twin, i)
         torch.testing.assert_close(rows[i, : len(want)].double(), want, rtol=1e-4, atol=1e-7)
@@ -323,7 +323,7 @@ def test_selector_snr_follows_selectors_shared_by_supergroups(model):
     """selector_groups = 4: 3 supergroups own their selectors; SNR_k is over the 4 groups sharing z_k."""
     grouped = Task.generate(TaskSpec(k=4, n_bases=12, selector_groups=4), seed=3)
     idx = torch.arange(grouped.size)
-    snr, snr_n = gradients.selector_snr(model, grouped, idx)
+    snr, snr_n = selector_snr.selector_snr(model, grouped, idx)
     want, want_n = loop_selector_snr(model, grouped, idx)
     assert snr == pytest.approx(want, rel=1e-4) and snr_n == pytest.approx(want_n, rel=1e-4)
     assert snr_n == pytest.approx(2.0 * snr, rel=1e-9)  # sqrt of the 4 groups sharing each selector
