@@ -286,7 +286,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         sweep = Sweep.open(args.run)
         table = sweep.table()
         path = write_sweep_report(sweep, Path(args.output), runs=args.runs, progress=not args.quiet, table=table)
-        print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
+        print(f"wrote {path.resolve()} in {time.perf_counter() - start:.1f} s")
         return report_damaged(table)  # 1 when some run is damaged (a row of the report, left out of the fits)
     Run.open(args.run)
     if args.retrain:
@@ -296,10 +296,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         retrain(args.run, device=args.device, progress=not args.quiet)
     import time
 
+    from interp.report.run import plan
+
+    run = Run.open(args.run)
+    print(plan(run, cache=not args.no_cache), file=sys.stderr)  # what it computes and about how long, up front
     start = time.perf_counter()
-    path = write_report(Run.open(args.run), Path(args.output), cache=not args.no_cache, device=args.device,
-                        progress=not args.quiet)
-    print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
+    path = write_report(run, Path(args.output), cache=not args.no_cache, device=args.device, progress=not args.quiet)
+    print(f"wrote {path.resolve()} in {time.perf_counter() - start:.1f} s")
     return 0
 
 
@@ -319,7 +322,7 @@ def _report_family(args: argparse.Namespace) -> int:
     family = ForkFamily.open(args.run)
     data = read_family(family)
     path = fork_family_report(family, Path(args.output), progress=not args.quiet, data=data)
-    print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
+    print(f"wrote {path.resolve()} in {time.perf_counter() - start:.1f} s")
     return report_damaged(data.table)  # 1 when some fork is damaged (named in the report and here)
 
 

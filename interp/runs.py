@@ -26,6 +26,7 @@ stay instant); the tensor files themselves are handled by `interp.checkpoints`.
 from __future__ import annotations
 
 import bisect
+import importlib
 import datetime as _dt
 import json
 import math
@@ -44,6 +45,8 @@ from interp.run_layout import (CACHE_DIR, CHECKPOINT_DIR, FORMAT, LOCK_FILE, MAN
 
 PACKAGES = ("interp", "torch", "transformer-lens", "numpy", "safetensors", "pandas")
 STATES = ("done", "failed", "interrupted")
+
+DISPLAY = "interp.display.run:run_html"  # a run's notebook card (Run._repr_html_)
 
 
 def package_versions() -> dict[str, str]:
@@ -451,6 +454,14 @@ class Run:
     def clear_status(self) -> None:
         self._require_writer()
         (self.path / STATUS_FILE).unlink(missing_ok=True)
+
+    def _repr_html_(self) -> str:
+        """A notebook card (`interp.display.run`): reads the folder and the cache only, no torch.
+        The card needs the summary and the analysis cache, which sit above this module, so it is
+        named by a "module:function" string (as the analysis registry names its functions) and
+        resolved only when a notebook shows a run: no import circle."""
+        module, function = DISPLAY.split(":")
+        return getattr(importlib.import_module(module), function)(self)
 
     def __repr__(self) -> str:
         s = self.spec

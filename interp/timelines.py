@@ -16,7 +16,7 @@ checkpoint) and its events with their leads (tau - step) / tau:
 The paper's claim is a positive lead: the routing head forms while the loss still sits at
 log K. The analyses come from the suite and its cache (`cache=False`: recompute, write
 nothing). The figure is `interp.plots.timeline_figure(tl)`: plotting takes the Timeline, and
-this module never imports it.
+this module never imports it (a notebook shows a Timeline through `interp.display.figures`).
 
 `interp.timeline(run)` is this module's `timeline`, imported lazily by the package (the
 module is named `timelines` so that importing it never rebinds `interp.timeline`).
@@ -43,7 +43,7 @@ EVENT_NAMES = {
 }
 
 
-@dataclass
+@dataclass(repr=False)
 class Timeline:
     """One run's circuit-formation timeline; draw it with `interp.plots.timeline_figure(tl)`."""
 
@@ -64,6 +64,18 @@ class Timeline:
     routing_step: int | None = None  # the step the routing head was read at (the last in `sensitivity`)
     trajectory: pd.DataFrame | None = None  # the trajectory analysis: direction consistency between checkpoints
     notes: list[str] = field(default_factory=list)  # what the suite warned of (unreadable steps, cache entries)
+
+    def __repr__(self) -> str:
+        onset = self.routing_onset
+        lead = "" if self.lead is None else f", lead {self.lead:.2f}"
+        return (f"Timeline({self.name!r}, tau {self.tau}, routing head {self.routing_head} "
+                f"(onset {onset}{lead}), {len(self.onsets)} heads)")
+
+    def _repr_html_(self) -> str:
+        """The figure, drawn offline (`interp.display.figures`; plotting is loaded only here)."""
+        from interp.display.figures import timeline_html
+
+        return timeline_html(self)
 
     @property
     def routing_onset(self) -> int | None:

@@ -87,6 +87,17 @@ class ForkFamily:
     def name(self) -> str:
         return self.path.name
 
+    def __repr__(self) -> str:
+        d = self.design
+        return (f"ForkFamily({str(self.path)!r}, steps {d['steps']}, arms {[a['arm'] for a in d['arms']]}, "
+                f"seeds {d['seeds']})")
+
+    def _repr_html_(self) -> str:
+        """A notebook card (`interp.display.family`): design, counts per status, the table's head."""
+        from interp.display.family import family_html
+
+        return family_html(self)
+
     @property
     def parent(self) -> Run:
         return Run.open(self.design["parent"])

@@ -15,6 +15,10 @@ a dotted vertical line wherever time is on the x axis.
     interp.plots.activations  representations at the decision position and the logit lens
     interp.plots.gradients the gradient signal, noise, coherence and selector SNR
     interp.plots.updates   drift against diffusion in one step, and the dissipation log
+    interp.plots.inline    figures inline in a notebook, offline (plotly.js embedded once)
+
+Imported inside a Jupyter kernel, this package makes `interp.plots.inline`'s renderer plotly's
+default, so figures show with no network; outside a kernel plotly's settings are left alone.
 """
 
 from interp.plots.run import (
@@ -35,6 +39,7 @@ from interp.plots.weights import spectra_curves, trajectory_curves
 from interp.plots.activations import lens_curves, representation_curves
 from interp.plots.gradients import gradient_curves
 from interp.plots.updates import dissipation_curve, update_bars
+from interp.plots import inline
 from interp.plots.sweep import (
     asymmetry_bars,
     candidate_loss_overlay,
@@ -73,3 +78,6 @@ __all__ = [
     "tau_vs_k_fixed_d",
     "tau_vs_noise",
 ]
+
+inline.install()
+

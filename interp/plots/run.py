@@ -236,10 +236,19 @@ def ablation_heatmaps(abl: pd.DataFrame, metric: str = "delta_loss_cand", method
                        colorbar=dict(title=dict(text=metric_title(metric), side="right"))),
     )
     if notes:
-        fig.add_annotation(text="; ".join(notes), name="notes", showarrow=False, xref="paper", yref="paper",
-                           x=0.0, y=-0.35, xanchor="left", font=dict(size=11))
-        fig.update_layout(margin=dict(b=90))
+        note_below_axis_title(fig, "; ".join(notes), "notes", x=0.0, xanchor="left")
     return fig
+
+
+NOTE_SHIFT_PX = 62  # a note's top below the plot area: under the tick labels and the x-axis title (about 50 px)
+
+
+def note_below_axis_title(fig: go.Figure, text: str, name: str, x: float, xanchor: str) -> None:
+    """A note under the x-axis titles, placed in pixels from the plot area (so at any figure height it
+    clears the tick labels and axis title), with the bottom margin it needs."""
+    fig.add_annotation(text=text, name=name, showarrow=False, xref="paper", yref="paper", x=x, y=0.0,
+                       xanchor=xanchor, yanchor="top", yshift=-NOTE_SHIFT_PX, font=dict(size=11))
+    fig.update_layout(margin=dict(b=NOTE_SHIFT_PX + 18 * (1 + text.count("<br>")) + 16))
 
 
 def patching_heatmaps(residual: pd.DataFrame, heads: pd.DataFrame, step: int | None = None) -> go.Figure:
@@ -313,10 +322,14 @@ def group_histograms(
     tau: int | None,
     fractions: Sequence[float] = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
     threshold: float | None = None,
+    last_step: int | None = None,
+    last_evaluated: int | None = None,
 ) -> go.Figure:
     """Per-group candidate accuracy histograms at fractions of tau: a collective snap moves them all at once.
 
-    `threshold`: None is the groups analysis' (`interp.analysis.groups.THRESHOLD`, 0.8)."""
+    `threshold`: None is the groups analysis' (`interp.analysis.groups.THRESHOLD`, 0.8). Fractions beyond
+    the last analysed step are named in a note, with the run's last saved step `last_step` and last
+    evaluation `last_evaluated` when given (None: the last analysed step is taken as the run's last)."""
     from interp.analysis import groups as groups_analysis  # here: the module loads torch
 
     require(acc, ["step", "group_id", "acc_cand"], "group histograms")
@@ -343,14 +356,30 @@ def group_histograms(
         fig.add_vline(x=threshold, row=1, col=i + 1, name="threshold", line=dict(color=ROUTING_COLOR, dash="dash", width=1))
         fig.update_xaxes(range=[-0.05, 1.05], title_text="accuracy" if i else "group accuracy", row=1, col=i + 1)
     if not beyond.empty:
-        last = int(acc["step"].max())
-        text = "; ".join(f"{r.fraction:g} τ = {r.target_step:.0f}" for r in beyond.itertuples())
-        fig.add_annotation(text=f"{text}: beyond the run (last step {last})", name="beyond", showarrow=False,
-                           xref="paper", yref="paper", x=1.0, y=-0.22, xanchor="right", font=dict(size=11))
+        note_below_axis_title(fig, beyond_note(beyond, int(acc["step"].max()), last_step, last_evaluated), "beyond",
+                              x=1.0, xanchor="right")
     fig.update_yaxes(title_text="groups (count)", row=1, col=1)
     fig.update_layout(title="Per-group candidate accuracy (fraction) at fractions of τ", height=420, bargap=0.05,
                       margin=dict(t=130))
     return fig
+
+
+def beyond_note(beyond: pd.DataFrame, analysed: int, last_step: int | None, last_evaluated: int | None) -> str:
+    """What the fractions of τ past the last analysed step are: beyond the run, named with the run's last
+    step as the summary calls it (the last saved checkpoint, and the last evaluation when that differs),
+    or inside the run but after the last step the groups analysis read."""
+    saved = analysed if last_step is None else int(last_step)
+    where = (f"last step {saved}" if last_evaluated is None or int(last_evaluated) == saved
+             else f"last saved checkpoint {saved}; last evaluation {int(last_evaluated)}")
+    parts = []
+    past = [r for r in beyond.itertuples() if r.target_step > saved]
+    within = [r for r in beyond.itertuples() if r.target_step <= saved]
+    if within:
+        parts.append("; ".join(f"{r.fraction:g} τ = {r.target_step:.0f}" for r in within)
+                     + f": after the last analysed step {analysed}" + ("" if past else f" ({where})"))
+    if past:
+        parts.append("; ".join(f"{r.fraction:g} τ = {r.target_step:.0f}" for r in past) + f": beyond the run ({where})")
+    return "; ".join(parts)
 
 
 def groups_share(acc: pd.DataFrame, tau: int | None = None, threshold: float | None = None) -> go.Figure:

@@ -86,11 +86,17 @@ def timeline_figure(tl) -> go.Figure:
         marker(int(r.onset), f"onset {r.head_name}", ROUTING_COLOR if routing else ONSET_COLOR,
                "dash", 2.0 if routing else 1.0)
         labels.setdefault(int(r.onset), []).append(str(r.head_name))
-    for x, heads in labels.items():
-        routing = tl.routing_head in heads
-        fig.add_annotation(x=x, xref="x", y=1.0, yref="paper", yanchor="bottom", showarrow=False,
-                           text=", ".join(heads) + " onset", name="onset label",
-                           font=dict(size=10, color=ROUTING_COLOR if routing else ONSET_COLOR))
+    # the labels above the top panel (onsets and tau): close ones are stacked in rows, never drawn over each other
+    tops = [(x, ", ".join(heads) + " onset", "onset label", 10,
+             ROUTING_COLOR if tl.routing_head in heads else ONSET_COLOR) for x, heads in labels.items()]
+    if tl.tau is not None:
+        marker(tl.tau, "tau", TAU_COLOR, "dot", 2.0)
+        tops.append((tl.tau, f"τ = {tl.tau}", "tau label", 11, TAU_COLOR))
+    label_row = label_rows([(x, text, size) for x, text, _, size, _ in tops], _step_span(tl))
+    for (x, text, name, size, color), row in zip(tops, label_row):
+        fig.add_annotation(x=x, xref="x", y=1.0, yref="paper", yanchor="bottom", yshift=LABEL_ROW_PX * row,
+                           showarrow=False, text=text, name=name, hovertext=f"{text}: step {x}",
+                           font=dict(size=size, color=color))
     events = getattr(tl, "events", None)
     if events is not None and not events.empty:
         for i, r in enumerate(events.dropna(subset=["step"]).itertuples()):
@@ -99,17 +105,15 @@ def timeline_figure(tl) -> go.Figure:
             fig.add_annotation(x=int(r.step), xref="x", y=1.0 - 0.035 * (i + 1), yref="paper", xanchor="left",
                                showarrow=False, text=f"{r.label}: step {int(r.step)}", name="event label",
                                font=dict(size=10, color=color), bgcolor="rgba(255,255,255,0.7)")
-    if tl.tau is not None:
-        marker(tl.tau, "tau", TAU_COLOR, "dot", 2.0)
-        fig.add_annotation(x=tl.tau, xref="x", y=1.0, yref="paper", yanchor="bottom", showarrow=False,
-                           text=f"τ = {tl.tau}", name="tau label", font=dict(size=11, color=TAU_COLOR))
     onset = tl.routing_onset
     lead = "n/a" if tl.lead is None else f"{tl.lead:.2f}"
     fig.update_layout(
         title=dict(text=f"{tl.name + ': ' if tl.name else ''}routing head {tl.routing_head}, onset "
                         f"{'none' if onset is None else f'step {onset}'}, τ = {tl.tau if tl.tau is not None else 'n/a'}, "
                         f"lead (τ − onset)/τ = {lead}", y=0.98, yanchor="top"),
-        height=(960 if with_usage else 820) + (160 if dynamics else 0), margin=dict(t=110), hovermode="closest",
+        height=(960 if with_usage else 820) + (160 if dynamics else 0),
+        margin=dict(t=110 + LABEL_ROW_PX * max(0, max(label_row, default=0) - 3)),  # 4 label rows under the title
+        hovermode="closest",
         legend=dict(orientation="h", x=0, y=-0.08, yanchor="top"),
     )
     fig.update_yaxes(title_text=LOSS_TITLE, row=1, col=1)
@@ -123,6 +127,32 @@ def timeline_figure(tl) -> go.Figure:
         fig.update_yaxes(title_text="dissipation Q(t)", row=rows, col=1, secondary_y=True)
     fig.update_xaxes(title_text=STEP_TITLE, row=rows, col=1)
     return fig
+
+
+LABEL_ROW_PX = 15  # one row of labels above the top panel
+PLOT_WIDTH_PX = 800.0  # a narrow plot area (the report's figures are 100% wide, up to about 1250 px)
+
+
+def label_rows(labels: list[tuple], span: float, width_px: float = PLOT_WIDTH_PX) -> list[int]:
+    """A row (0: lowest) for each label (x, text, font size) centred at x on an axis `span` steps
+    wide drawn `width_px` pixels wide: a label goes to the lowest row where it clears the labels
+    already there (text width estimated at 0.62 em a character, 6 px apart)."""
+    scale = max(float(span), 1.0) / width_px  # steps per pixel
+    ends: list[float] = []  # right edge of the last label of each row, in steps
+    rows = [0] * len(labels)
+    for i in sorted(range(len(labels)), key=lambda i: labels[i][0]):
+        x, text, size = labels[i]
+        half = 0.62 * size * len(text) / 2 * scale
+        row = next((r for r, end in enumerate(ends) if end + 6 * scale <= x - half), len(ends))
+        ends[row:row + 1] = [x + half]
+        rows[i] = row
+    return rows
+
+
+def _step_span(tl) -> float:
+    steps = [pd.to_numeric(tl.metrics["step"]), pd.to_numeric(tl.sensitivity["step"])]
+    steps = pd.concat(steps).dropna()
+    return float(steps.max() - steps.min()) if len(steps) else 1.0
 
 
 def dynamics_traces(trajectory: pd.DataFrame | None, metrics: pd.DataFrame) -> list[tuple[go.Scatter, bool]]:

@@ -92,7 +92,10 @@ def patching(c):
 
 
 def group_histograms(c):
-    return plots.group_histograms(c.need("groups"), c.need_tau())
+    """Fractions of τ past the groups' steps are named with the run's last step as the summary calls it."""
+    metrics = c.run.metrics
+    evaluated = int(metrics["step"].max()) if not metrics.empty else None
+    return plots.group_histograms(c.need("groups"), c.need_tau(), last_step=c.run.steps[-1], last_evaluated=evaluated)
 
 
 def groups_share(c):

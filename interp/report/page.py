@@ -81,6 +81,23 @@ class Section:
     html: str = ""
     problem: str = ""
     pending: bool = False  # an analysis that runs only when asked: the section shows its command
+    analysis: str = ""  # the registry analysis the section draws, if any
+
+
+def figure_count(sections: list[Section]) -> str:
+    """The header's count: figures drawn, then the sections not computed (analyses that run only
+    when asked, named) and those that could not be made; a placeholder is never counted as drawn."""
+    drawn = sum(1 for s in sections if not s.problem)
+    pending = [s for s in sections if s.pending]
+    failed = [s for s in sections if s.problem and not s.pending]
+    out = f"{drawn} figure{'' if drawn == 1 else 's'} drawn"
+    if pending:
+        names = ", ".join(dict.fromkeys(s.analysis or s.key for s in pending))
+        out += (f", {len(pending)} not computed ({names}: minutes each, run only when asked; "
+                "each section shows its command)")
+    if failed:
+        out += f", {len(failed)} could not be made (listed below the summary)"
+    return out
 
 
 class NotComputed(InterpError):

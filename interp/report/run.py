@@ -23,13 +23,15 @@ import pandas as pd
 
 from interp.analysis import registry
 from interp.analysis.cache import ResultCache
+from interp.analysis.common import select_steps
 from interp.analysis.findings import findings as find, summary_rows
 from interp.analysis.suite import run_suite
 from interp.errors import InterpError
 from interp.report.figures import RUN_SECTIONS
 from interp.report.mechanisms import mechanism_html
-from interp.report.page import NotComputed, Section, figure_html, page, section_html, summary_table, write_html
-from interp.runs import Run
+from interp.report.page import (NotComputed, Section, figure_count, figure_html, page, section_html, summary_table,
+                                write_html)
+from interp.runs import CACHE_DIR, Run
 from interp.summary import run_rows, run_summary
 from interp.timelines import Timeline, check_run, timeline
 from interp.transition import tau_or_none
@@ -131,14 +133,14 @@ def analyses(run: Run, cache: bool = True, device: str = "cpu", progress: bool =
 def sections(c: Context) -> list[Section]:
     """The report's own sections, then each analysis's (a generic table figure for one that
     names none), each drawn or replaced by the reason it could not be."""
-    specs = [(s, registry.resolve(s.figure)) for s in RUN_SECTIONS]
+    specs = [(s, registry.resolve(s.figure), "") for s in RUN_SECTIONS]
     for entry in registry.REGISTRY.values():
-        specs.extend((s, registry.resolve(s.figure)) for s in entry.sections)
+        specs.extend((s, registry.resolve(s.figure), entry.name) for s in entry.sections)
         if not entry.sections and entry.default:
-            specs.append(_generic(entry))
+            specs.append((*_generic(entry), entry.name))
     out = []
-    for spec, draw in specs:
-        section = Section(spec.key, spec.title, spec.caption)
+    for spec, draw, analysis in specs:
+        section = Section(spec.key, spec.title, spec.caption, analysis=analysis)
         try:
             section.html = figure_html(draw(c), spec.key)
         except NotComputed as exc:
@@ -165,6 +167,47 @@ def summary(run: Run, c: Context) -> list[tuple[str, str]]:
     rows = run_rows(run_summary(run))
     rows.insert(2, ("model", f"{spec.model.n_layers} layers x {spec.model.n_heads} heads, d_model {spec.model.d_model}"))
     return rows + summary_rows(c.findings, c.tables)
+
+
+# ---------------------------------------------------------------------------- what a report will compute
+# seconds per checkpoint of each default analysis, cold, on 2 otherwise idle CPU cores (its progress bar in
+# `interp report checkpoints/demo --no-cache`, 2026-12-04: 148 s in all; the first analysis of a step loads its
+# checkpoint), and what a report costs besides (importing torch and TransformerLens, the figures, plotly.js)
+SECONDS_PER_STEP = {"sensitivity": 0.31, "attention": 0.34, "groups": 3.25, "ablation": 10.0, "patching": 1.0,
+                    "usage": 0.72, "trajectory": 0.03, "spectra": 0.03, "representations": 0.31, "lens": 0.14}
+OTHER_SECONDS = 35.0
+
+
+def plan(run: Run, cache: bool = True, n_groups: int | None = None) -> str:
+    """One line saying what `write_report(run)` will compute before it starts: the default analyses, at
+    how many checkpoints, how many results the cache already holds, and about how long on 2 cores."""
+    t = tau_or_none(run)
+    names, todo, cached, seconds = [], 0, 0, OTHER_SECONDS
+    steps: set[int] = set()
+    for name in registry.default_names():
+        entry = registry.get(name)
+        if entry.needs_tau and t is None:
+            continue
+        try:
+            chosen = [s for s, _ in select_steps(run, entry.steps, notes=[])]
+            key = entry.cache_key(entry.params({"n_groups": n_groups}))
+        except InterpError:
+            continue
+        names.append(name)
+        steps.update(chosen)
+        folder = run.path / CACHE_DIR / name
+        have = {s for s in chosen if cache and any(folder.glob(f"*/step_{s:07d}.json"))}
+        if cache and "routing" not in str(key["params"]):  # the exact entry, when its key is known here
+            have = {s for s in have if ResultCache(run)._path(key, s).is_file()}
+        todo += len(chosen) - len(have)
+        cached += len(have)
+        seconds += SECONDS_PER_STEP.get(name, 0.5) * (len(chosen) - len(have))
+    if not todo:
+        return (f"interp report: {run.path}: {', '.join(names)} at {len(steps)} checkpoints, all {cached} results "
+                "from the cache; drawing the figures takes under a minute")
+    when = "under a minute" if seconds < 60 else f"about {round(seconds / 30) / 2:g} min"  # to half a minute
+    return (f"interp report: {run.path}: computing {', '.join(names)} at {len(steps)} checkpoints ({todo} results"
+            + (f"; {cached} from the cache" if cached else "") + f"): {when} on 2 idle cores")
 
 
 # ---------------------------------------------------------------------------- entry points
@@ -196,14 +239,13 @@ def write_report(
         items = [f"<li>{html.escape(n)}</li>" for n in c.cache_notes]
         notes += ("<div class=\"missing\" id=\"cache-notes\"><b>Cache entries not used (recomputed unless said "
                   f"otherwise):</b><ul>\n{chr(10).join(items)}\n</ul></div>")
-    made = len(made_sections) - len(missing)
     stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     from interp import __version__
 
     body = "\n".join([
         f"<h1>interp report: {html.escape(run.name)}</h1>",
         f"<p class=\"meta\">{html.escape(str(run.path))} · written {html.escape(stamp)} by interp {__version__} · "
-        f"{made} of {len(made_sections)} figures · analyses: {c.counts['misses']} computed, {c.counts['hits']} from "
+        f"{figure_count(made_sections)} · analyses: {c.counts['misses']} computed, {c.counts['hits']} from "
         f"cache · {time.perf_counter() - start:.1f} s</p>",
         "<h2 id=\"section-summary\">Summary</h2>",
         summary_table(summary(run, c)),

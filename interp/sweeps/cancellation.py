@@ -30,7 +30,7 @@ PREDICTED_BETA = 1.0     # gradient cancellation: selector SNR ~ (bases sharing 
 AUTHOR_BETA = 0.02       # what the author measured with the selector-sharing control (docs/mechanisms.md)
 
 
-@dataclass
+@dataclass(repr=False)
 class CancellationFit(PowerLawFit):
     """tau = C * (bases per selector set)^beta: a `PowerLawFit` (so `plots.tau_vs_d` draws it) whose
     exponent is beta, with the prediction of gradient cancellation and the author's value."""

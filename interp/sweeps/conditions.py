@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from interp.display.results import ResultDisplay
 from interp.errors import InterpError
 from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import N_BOOT, check_level, mean_ci
@@ -45,8 +46,8 @@ from interp.sweeps.paper import (
 
 
 # ---------------------------------------------------------------------------- 3. gradient noise
-@dataclass
-class NoiseResult:
+@dataclass(repr=False)
+class NoiseResult(ResultDisplay):
     """tau against learning rate (at one batch size) and against batch size (at one lr)."""
 
     y: str
@@ -189,8 +190,8 @@ def noise(table: pd.DataFrame, y: str = "tau_half", batch_size: int | float | No
 PAIR_KEYS = ("seed", "k", "n_bases", "lr", "batch_size")
 
 
-@dataclass
-class AsymmetryResult:
+@dataclass(repr=False)
+class AsymmetryResult(ResultDisplay):
     """Steps to a measure in the reverse (a_to_b) and the disambiguation (bz_to_a) direction, per seed."""
 
     measure: str

@@ -30,6 +30,15 @@ class Fits:
     problems: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        return (f"Fits({', '.join(f'{k}: {v!r}' for k, v in self.results.items()) or 'none applies'}; "
+                f"{len(self.problems)} not applicable, {len(self.warnings)} warning(s))")
+
+    def _repr_html_(self) -> str:
+        from interp.display.results import fits_html
+
+        return fits_html(self)
+
 
 def sweep_fits(table: pd.DataFrame, y: str = "tau_half") -> Fits:
     """Every fit of `interp.sweeps.scaling` that the sweep's design allows."""

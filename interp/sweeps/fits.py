@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from interp.display.results import ResultDisplay
 from interp.errors import InterpError
 from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import (
@@ -192,8 +193,8 @@ def warn_pooled(used: pd.DataFrame, what: str, columns: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------------- slope fits (shared)
-@dataclass
-class SlopeFit:
+@dataclass(repr=False)
+class SlopeFit(ResultDisplay):
     """log y = intercept + slope * log x, with a bootstrap CI: one axis of `fixed_d` or `noise`."""
 
     x: str
@@ -241,8 +242,8 @@ def points_records(points: pd.DataFrame, cols: list[str]) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------- 1. power law
-@dataclass
-class PowerLawFit:
+@dataclass(repr=False)
+class PowerLawFit(ResultDisplay):
     """tau = C * x^delta fitted in log-log over the done, uncensored runs."""
 
     x: str
@@ -345,8 +346,8 @@ def power_law(table: pd.DataFrame, x: str = "D", y: str = "tau_half", n_boot: in
 
 
 # ---------------------------------------------------------------------------- 2. fixed D
-@dataclass
-class FixedDResult:
+@dataclass(repr=False)
+class FixedDResult(ResultDisplay):
     """At one dataset size D: does tau depend on K? (the paper: no, tau is flat in K)."""
 
     d: int

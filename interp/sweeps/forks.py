@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from interp.display.results import ResultDisplay
 from interp.errors import InterpError
 from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import N_BOOT, check_level
@@ -68,8 +69,8 @@ def _ratio_str(v: float) -> str:
     return "n/a" if not math.isfinite(v) else f"{v:.3g}"
 
 
-@dataclass
-class ForkComparison:
+@dataclass(repr=False)
+class ForkComparison(ResultDisplay):
     """Median escape per (fork_step, arm), with intervals over seeds and the ratio to the reference arm."""
 
     rows: pd.DataFrame          # one row per (fork_step, arm label): ROW_COLUMNS

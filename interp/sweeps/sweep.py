@@ -311,6 +311,15 @@ class Sweep:
                                                       timespec="seconds")})
         return cls(path, spec)
 
+    def __repr__(self) -> str:
+        return f"Sweep({str(self.path)!r}, {len(self.points())} points over {', '.join(self.spec.fields) or 'no axis'})"
+
+    def _repr_html_(self) -> str:
+        """A notebook card (`interp.display.family`): axes, counts per status, the table's head."""
+        from interp.display.family import sweep_html
+
+        return sweep_html(self)
+
     @staticmethod
     def is_sweep(path: str | Path) -> bool:
         return (Path(path) / SWEEP_FILE).is_file()

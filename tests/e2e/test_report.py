@@ -82,6 +82,14 @@ def test_report_summary_table(run, report):
         assert label in summary, label
 
 
+def test_report_header_counts_drawn_figures_only(report):
+    text = report.read_text()
+    meta = text[text.index('<p class="meta">'):].split("</p>", 1)[0]
+    # the geometry placeholders are named apart, never counted among the figures
+    assert f" · {len(SECTIONS)} figures drawn, {len(GEOMETRY)} not computed (hessian, llc, gradients, updates: " in meta
+    assert "could not be made" not in meta and f"of {len(SECTIONS) + len(GEOMETRY)}" not in meta
+
+
 def test_second_report_comes_from_the_cache(run, report, tmp_path):
     again = write_report(run, tmp_path / "again.html")
     assert re.search(r"analyses: 0 computed, [1-9]\d* from cache", again.read_text())

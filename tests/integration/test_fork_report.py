@@ -25,6 +25,7 @@ from interp.plots.fork_curves import fork_loss_curves
 from interp.report.fork_data import read_family
 from interp.report.forks import fork_family_report
 from interp.runs import RUN_FILE
+from interp.sweeps.forks import forks as compare_forks
 from tests.fork_families import LABELS, make_family
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,3 +196,13 @@ def test_interp_ls_of_a_family_never_loads_torch(family):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_the_family_shows_itself_in_a_notebook(family):
+    page = family._repr_html_()
+    assert str(family.parent.path) in page and "20, 40" in page and "10: 10 done" in page
+    assert "minibatch" in page and "v_only_noise:s=0.5" in page and "20 steps" in page
+    assert page.count("<tr>") >= 10 and "escape_half" in page
+    assert repr(family).startswith("ForkFamily(") and "\n" not in repr(family)
+    comparison = compare_forks(family.table(), n_boot=200)
+    assert repr(comparison).startswith("ForkComparison(") and "<pre>" in comparison._repr_html_()

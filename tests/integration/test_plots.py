@@ -288,3 +288,69 @@ def test_interp_timeline_is_the_function(run, suite):
     assert "interp.timelines" in sys.modules
     tl = interp.timeline(run, sens=suite.tables["sensitivity"])
     assert isinstance(tl, Timeline) and tl.routing_head == timeline(run, sens=suite.tables["sensitivity"]).routing_head
+
+
+def _hand_timeline(onsets: dict[str, int], tau: int, last: int = 1650):
+    """A timeline made by hand (the figure reads it by its attributes): 4 heads, steps 0..last."""
+    from types import SimpleNamespace
+
+    steps = list(range(0, last + 1, 25))
+    metrics = pd.DataFrame({"step": steps, "loss": 1.0, "loss_first": 1.0, "loss_cand": 1.0, "shuffle_gap": 0.0})
+    names = ["L0H0", "L0H1", "L1H0", "L1H1"]
+    sens = pd.DataFrame([{"step": s, "layer": int(h[1]), "head": int(h[3]), "head_name": h, "z_share": 0.1}
+                         for s in steps for h in names])
+    table = pd.DataFrame({"head_name": names, "onset": pd.array([onsets.get(h) for h in names], dtype="Int64")})
+    routing = max(onsets, key=onsets.get)
+    return SimpleNamespace(metrics=metrics, sensitivity=sens, column="z_share", onsets=table, routing_head=routing,
+                           log_k=2.3, events=pd.DataFrame(), tau=tau, routing_onset=onsets[routing], lead=0.5,
+                           name="hand", usage=None, trajectory=None)
+
+
+def test_timeline_labels_of_close_onsets_do_not_overlap():
+    """Onsets a few steps apart (as on the demo: three within 100 of 1650 steps) and tau among them:
+    labels closer than 12% of the axis range sit on different rows, and the rows fit under the title."""
+    tl = _hand_timeline({"L1H1": 250, "L1H0": 275, "L0H1": 325, "L0H0": 900}, tau=925)
+    fig = plots.timeline_figure(tl)
+    labels = [a for a in fig.layout.annotations if a.name in ("onset label", "tau label")]
+    assert len(labels) == 5 and {a.text for a in labels} >= {"L1H1 onset", "L0H0 onset", "τ = 925"}
+    for i, a in enumerate(labels):
+        assert a.yref == "paper" and a.y == 1.0 and a.yanchor == "bottom" and str(a.x) in a.hovertext
+        for b in labels[i + 1:]:
+            if abs(a.x - b.x) < 0.12 * 1650:
+                assert (a.yshift or 0) != (b.yshift or 0), (a.text, b.text)
+    rows = {(a.yshift or 0) // 15 for a in labels}
+    assert max(rows) >= 1 and fig.layout.margin.t >= 110 + 15 * max(0, max(rows) - 3)
+    # far apart, they stay on the lowest row
+    apart = plots.timeline_figure(_hand_timeline({"L1H1": 100, "L0H0": 800}, tau=1400))
+    assert {a.yshift or 0 for a in apart.layout.annotations if a.name in ("onset label", "tau label")} == {0}
+
+
+def test_label_rows_leave_room_for_every_label():
+    from interp.plots.timeline import label_rows
+
+    labels = [(x, "L1H1 onset", 10) for x in (200, 210, 220, 230, 240)]
+    assert sorted(label_rows(labels, span=1650.0)) == [0, 1, 2, 3, 4]  # all close: one row each
+    assert label_rows([(0, "a", 10), (1000, "b", 10)], span=1650.0) == [0, 0]
+
+
+def _note_below_the_axis_title(fig, name):
+    """The note `name` hangs from the plot area's bottom edge by a fixed number of pixels (below the tick
+    labels and the x-axis title, about 50 px at any figure height), inside a bottom margin that holds it."""
+    (note,) = [a for a in fig.layout.annotations if a.name == name]
+    assert note.yref == "paper" and note.y == 0 and note.yanchor == "top"
+    assert note.yshift <= -55 and fig.layout.margin.b >= -note.yshift + 18
+    return note.text
+
+
+def test_beyond_notes_do_not_overlap_the_axis_titles():
+    acc = pd.DataFrame({"step": [0, 0, 10, 10, 20, 20], "group_id": [0, 1] * 3, "acc_cand": [0, 0, 1, 0, 1, 1]})
+    fig = plots.group_histograms(acc, tau=10, fractions=(1.0, 3.0), last_step=25, last_evaluated=30)
+    # named with the run's last step as the summary calls it, and the last evaluation where that differs
+    assert _note_below_the_axis_title(fig, "beyond") == "3 τ = 30: beyond the run (last saved checkpoint 25; last evaluation 30)"
+    fig = plots.group_histograms(acc, tau=10, fractions=(1.0, 2.3, 3.0), last_step=25, last_evaluated=25)
+    assert _note_below_the_axis_title(fig, "beyond") == ("2.3 τ = 23: after the last analysed step 20; "
+                                                          "3 τ = 30: beyond the run (last step 25)")
+    abl = pd.DataFrame([{"step": s, "label": lab, "method": "zero", "layer": l, "head": h, "delta_loss_cand": 0.1 * h}
+                        for s, lab in ((100, "pre"), (200, "mid")) for l in range(2) for h in range(4)])
+    note = "post (2τ = 400) lies beyond the run (last step 300)"
+    assert _note_below_the_axis_title(plots.ablation_heatmaps(abl, notes=[note]), "notes") == note
