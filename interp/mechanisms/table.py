@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from interp.errors import InterpError
-from interp.mechanisms import rules
-from interp.mechanisms.rules import NOT_MEASURED, ROWS, Measure
+from interp.mechanisms.rules import NOT_MEASURED, ROWS, VERDICTS, Measure, judge
+from interp.mechanisms.rules import row as rule_of
 
 
 MAX_NOTES = 8  # notes on a sweep's runs shown before the rest are counted
@@ -42,7 +42,7 @@ class MechanismTable:
         from interp.sweeps.fits import jsonable
 
         return jsonable({"source": self.source, "kind": self.kind, "rows": self.rows, "notes": self.notes,
-                         "verdicts": list(rules.VERDICTS)})
+                         "verdicts": list(VERDICTS)})
 
     def verdict(self, key: str) -> str:
         return next(r["verdict"] for r in self.rows if r["key"] == key)
@@ -99,7 +99,7 @@ def build(source: str, kind: str, measures: dict[str, Measure | None], why_missi
     rows = []
     for spec in ROWS:
         m = measures.get(spec.key)
-        verdict, why = rules.judge(spec.key, m, source)
+        verdict, why = judge(spec.key, m, source)
         if verdict == NOT_MEASURED:
             need = spec.needs_sweep if kind != "run" else spec.needs_run.replace("{run}", source)
             reason = why_missing.get(spec.key)
@@ -124,7 +124,7 @@ def for_run(run, compute: bool = True, progress: bool = False) -> MechanismTable
 
 
 def for_sweep(sweep, compute: bool = True, progress: bool = False) -> MechanismTable:
-    from interp.mechanisms import evidence as E
+    import interp.mechanisms.evidence as E
 
     table = sweep.table()
     done = table[table["status"] == "done"]
@@ -165,7 +165,7 @@ def for_family(family, compute: bool = True, progress: bool = False) -> Mechanis
     table = build(str(family.path), "fork family", measures, missing, notes)
     for r in table.rows:  # the sweep-only rows of a family: say what would measure them
         if r["verdict"] == NOT_MEASURED and r["key"] not in missing:
-            r["why"] = rules.row(r["key"]).needs_run.replace("{run}", str(parent.path))
+            r["why"] = rule_of(r["key"]).needs_run.replace("{run}", str(parent.path))
     return table
 
 

@@ -105,13 +105,6 @@ class NotComputed(InterpError):
 
 
 # ---------------------------------------------------------------------------- page assembly
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    # an inline script ends at the first "</script"; plotly.js never contains one, but be sure
-    return get_plotlyjs().replace("</script", "<\\/script")
-
-
 def figure_html(fig, key: str) -> str:
     """A figure as a div + script, without plotly.js (the page embeds it once)."""
     height = fig.layout.height or 450
@@ -122,12 +115,14 @@ def figure_html(fig, key: str) -> str:
 
 def page(title: str, body: str) -> str:
     """A complete, self-contained HTML page: error recorder, plotly.js inline, then `body`."""
+    from interp.plots.inline import plotly_js
+
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         f"<title>{html.escape(title)}</title>\n"
         f"<script>{ERROR_RECORDER}</script>\n"
         f"<style>{STYLE}</style>\n"
-        f"<script type=\"text/javascript\">{_plotly_js()}</script>\n"
+        f"<script type=\"text/javascript\">{plotly_js()}</script>\n"
         "</head>\n<body>\n"
         "<pre id=\"js-errors\" data-count=\"0\" hidden></pre>\n"
         f"{body}\n</body>\n</html>\n"
