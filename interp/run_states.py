@@ -131,3 +131,27 @@ def kept_state(run, step: int):
         raise InterpError(f"{path} holds the state at step {state.step}, not {step}")
     check_state(run, state, path, manifest)
     return state
+
+
+def drop_states(run, keep) -> list[int]:
+    """Delete the states kept at every step but those in `keep` (steps that keep one), and return the
+    steps dropped: a run trained with --save-optimizer keeps about three times its float32 weights per
+    checkpoint, and most uses need a few (the shipped demo keeps the one at tau/2, where its forks
+    start). The manifest stops listing them first, so an interruption leaves at worst unlisted files."""
+    from interp.run_layout import FORMAT, MANIFEST_FILE
+
+    kept = kept_steps(run)
+    keep = sorted({int(step) for step in keep})
+    missing = [step for step in keep if step not in kept]
+    if missing:
+        raise InterpError(f"{run.path} keeps no state at step {', '.join(map(str, missing))}; it keeps states at "
+                          f"{', '.join(map(str, kept)) or 'no step'}")
+    manifest = {str(s): e for s, e in run.manifest().items()}
+    dropped = [step for step in kept if step not in keep]
+    files = [run.path / manifest[str(step)]["state"]["file"] for step in dropped]
+    for step in dropped:
+        manifest[str(step)] = {k: v for k, v in manifest[str(step)].items() if k != "state"}
+    atomic_write_json(run.path / MANIFEST_FILE, {"format": FORMAT, "checkpoints": manifest})
+    for path in files:
+        path.unlink(missing_ok=True)
+    return dropped

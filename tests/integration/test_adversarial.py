@@ -209,7 +209,7 @@ def _routing_before(out: str) -> dict:
     return {"routing_head": _json_out(out)["findings"]["routing_head"]}
 
 
-DEMO_LAST = 1650
+DEMO_LAST = 1625
 CORRUPTION = [
     # 1: a damaged cache entry is recomputed and named, never used
     Case("cache-digit-flip", "demo", ["analyze", "{F}", "--only", "ablation", "--steps", "900", "--json"], 0,

@@ -254,6 +254,21 @@ def test_replayed_state_is_the_checkpoint_and_the_kept_state(parents):
     assert all(torch.equal(held.params[n].half(), t) for n, t in kept.state_dict(30).items())
 
 
+def test_dropping_states_keeps_the_chosen_one_and_forks_from_it(parents, tmp_path, capsys):
+    from interp.run_states import drop_states
+
+    run = Run.open(_copy(parents["kept"], tmp_path / "kept"))
+    before = kept_steps(run)
+    held = kept_state(run, 20)
+    assert drop_states(run, [20]) == [s for s in before if s != 20]
+    assert kept_steps(run) == [20] and sorted(p.name for p in (run.path / "states").iterdir()) == ["step_0000020.safetensors"]
+    _assert_same_state(state_at(run, 20)[0], held)  # kept, not replayed
+    assert state_at(run, 20)[1] == "kept" and state_at(run, 30)[1] == "replayed from step 20 (kept)"
+    with pytest.raises(InterpError, match="keeps no state at step 30; it keeps states at 20"):
+        drop_states(run, [30])
+    assert kept_steps(run) == [20]  # a refused drop changes nothing
+
+
 def _assert_same_state(a, b, stream: bool = True) -> None:
     assert a.step == b.step
     assert a.params.keys() == b.params.keys() and all(torch.equal(a.params[n], b.params[n]) for n in a.params)

@@ -17,9 +17,10 @@ from tests.helpers import DEMO
 from tests.helpers import assert_plateau_then_snap
 
 # the documented command: interp train --preset tiny --out checkpoints/demo --checkpoint-dtype float16
-#   --checkpoint-every 100 --no-early-checkpoints --no-densify --dense-until 350
+#   --checkpoint-every 100 --no-early-checkpoints --no-densify --dense-until 350 --save-optimizer
+# and then drop_states(run, [500]): only the state at tau/2 is shipped
 DEMO_FLAGS = dict(checkpoint_dtype="float16", checkpoint_every=100, early_checkpoints=False, densify=False,
-                  dense_until=350)
+                  dense_until=350, save_optimizer=True)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,22 @@ def test_every_demo_checkpoint_loads_and_is_verified(demo):
     for step in demo.steps:
         demo.state_dict(step)  # raises on a hash mismatch
     total = sum(p.stat().st_size for p in (DEMO / "checkpoints").iterdir())
-    assert total < 24 * 2**20  # 29 float16 checkpoints of 0.8 MB (the snap comes at step 1550)
+    assert total < 24 * 2**20  # 29 float16 checkpoints of 0.8 MB (the snap comes at step 1525)
+
+
+def test_the_demo_keeps_one_state_at_tau_half_so_its_forks_replay_nothing(demo):
+    """Replaying the demo from step 0 reproduces its checkpoints only on a CPU whose float rounding
+    matches the one that trained it, so the state forks start from (tau/2) is shipped."""
+    from interp.forks.fork import resolve_at
+    from interp.forks.state import state_at
+    from interp.run_states import kept_steps
+
+    assert kept_steps(demo) == [resolve_at(demo, "tau/2")] == [500]
+    state, how = state_at(demo, "500")
+    assert how == "kept" and state.step == 500
+    assert not (DEMO / "resume.safetensors").exists()  # not shipped: the demo is done
+    saved = demo.state_dict(500)
+    assert all(state.params[n].half().equal(t) for n, t in saved.items())
 
 
 def test_demo_metrics_show_plateau_then_snap(demo):

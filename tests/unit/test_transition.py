@@ -81,10 +81,10 @@ def test_bad_series_are_refused():
 
 
 def test_transition_steps_beyond_the_run_are_named(demo_run):
-    # the demo's tau is 925 and its last step 1650: 2 tau lies beyond it
+    # the demo's tau is 925 and its last step 1625: 2 tau lies beyond it
     from interp.analysis.common import select_steps
 
     notes: list[str] = []
     steps = [s for s, _ in select_steps(demo_run, "transition", notes=notes)]
-    assert steps[0] == 225 and max(steps) <= 1650
-    assert notes == ["transition steps at 2 τ (τ = 925) lie beyond the run (last step 1650)"]
+    assert steps[0] == 225 and max(steps) <= 1625
+    assert notes == ["transition steps at 2 τ (τ = 925) lie beyond the run (last step 1625)"]
