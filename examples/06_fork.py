@@ -2,8 +2,8 @@
 
     python examples/06_fork.py [RUN] [OUT_DIR]
 
-The state at the fork step is replayed from the demo's start and checked against its checkpoint
-(about 35 s), then the fork trains 25 steps on the full-training-set gradient (no sampling
+The demo ships its optimizer-complete state at tau/2 (step 500), so nothing is replayed; the
+fork trains 25 steps on the full-training-set gradient (no sampling
 noise; about 1.7 s a step, 20 minibatch steps' worth). The fork is an ordinary run folder: its steps continue the demo's, and
 every analysis works on it. Running it again trains nothing. The same from the command line:
 `interp fork checkpoints/demo --at tau/2 --arm full_batch --steps 25 --out OUT_DIR`.

@@ -1,6 +1,7 @@
 """Shared fixtures, and the tiers: tests/unit (fast, no training, no browser), tests/integration
 (short training runs, CLI subprocesses, Ray), tests/e2e (the browser, the README, the examples,
-the tiny preset; marked `e2e`, so `pytest -m "not e2e"` leaves them out). Helpers shared by
+the tiny preset; marked `e2e` and `slow`). Plain `pytest` leaves out every `slow` test (the e2e tier
+and the longest integration tests); `pytest -m slow` runs them. Helpers shared by
 tests live in tests/helpers.py; no test imports another test module or this file.
 
 Runtime shape checking of every jaxtyping annotation in `interp` is switched on by pytest's
@@ -37,7 +38,8 @@ def _deterministic_threads():
 
 
 def pytest_collection_modifyitems(items):
-    """Every test under tests/e2e carries the `e2e` marker."""
+    """Every test under tests/e2e carries the `e2e` and `slow` markers."""
     for item in items:
         if "e2e" in item.path.parts:
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.slow)

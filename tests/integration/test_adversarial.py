@@ -304,7 +304,12 @@ def _expect(case: Case, code: int, out: str, err: str) -> None:
         assert fragment.lower() not in text, f"{fragment!r} was said: {(out + err)[-1500:]}"
 
 
-@pytest.mark.parametrize("case", CORRUPTION, ids=lambda c: c.id)
+def _slow(cases: list, slow: set[str], name=lambda c: c[0]) -> list:
+    """`cases` with the named ones marked slow (out of the default run; `pytest -m slow`)."""
+    return [pytest.param(c, marks=pytest.mark.slow) if name(c) in slow else c for c in cases]
+
+
+@pytest.mark.parametrize("case", _slow(CORRUPTION, {"cache-digit-flip"}, lambda c: c.id), ids=lambda c: c.id)
 def test_corruption(case, sources, tmp_path, capsys):
     folder, scratch, before = _prepare(case, sources, tmp_path, capsys)
     saved = _snapshot(folder)
@@ -472,7 +477,8 @@ INTERRUPTION = [
 ]
 
 
-@pytest.mark.parametrize("case", INTERRUPTION, ids=lambda c: c[0])
+@pytest.mark.parametrize("case", _slow(INTERRUPTION, {"ctrl-c-mid-analysis", "kill-9-mid-training", "pool-worker-killed"}),
+                         ids=lambda c: c[0])
 def test_interruption(case, sources, tmp_path):
     case[1](sources, tmp_path)
 
@@ -556,6 +562,7 @@ CONCURRENCY = [
 ]
 
 
-@pytest.mark.parametrize("case", CONCURRENCY, ids=lambda c: c[0])
+@pytest.mark.parametrize("case", _slow(CONCURRENCY, {"two-sweeps-one-folder", "two-analyses-one-run", "second-writer-refused",
+                                                   "analyze-while-training"}), ids=lambda c: c[0])
 def test_concurrency(case, sources, tmp_path):
     case[1](sources, tmp_path)

@@ -79,6 +79,7 @@ def test_train_show_ls_and_resume(tmp_path, capsys):
     assert len(lines) == 2 and lines[1].startswith("cli ")
 
 
+@pytest.mark.slow
 def test_analyze_prints_findings_and_caches(tmp_path, capsys):
     import shutil
 

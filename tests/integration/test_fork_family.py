@@ -136,6 +136,7 @@ def _group_alive(pgid: int) -> list[int]:
 
 
 # ---------------------------------------------------------------------------- 1: pool and Ray
+@pytest.mark.slow
 def test_the_local_pool_and_ray_give_the_same_weights(parent, pool_family, tmp_path):
     pytest.importorskip("ray", reason="the ray extra: pip install -e '.[ray]'")
     out = tmp_path / "ray"
@@ -154,6 +155,7 @@ def test_the_local_pool_and_ray_give_the_same_weights(parent, pool_family, tmp_p
 
 
 # ---------------------------------------------------------------------------- 2: kill -9 mid-family
+@pytest.mark.slow
 def test_kill_9_mid_family_then_again_finishes_with_the_uninterrupted_weights(parent, tmp_path):
     out = tmp_path / "killed"
     args = [sys.executable, "-m", "interp.cli", "fork", str(parent.path), "--at", "20,40", "--arm",

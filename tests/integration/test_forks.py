@@ -564,6 +564,7 @@ def test_bad_fork_input_is_one_line_and_writes_nothing(parents, tmp_path, capsys
 KICK_AT = 40
 
 
+@pytest.mark.slow
 def test_a_kick_displaces_the_state_by_eps_along_a_cached_unit_direction(parents, tmp_path):
     """kick:eps=,direction=...: the fork's starting parameters are the parent's state plus eps times
     a unit vector; vmin is the Hessian's bottom eigenvector (a cached file, reused, pointing

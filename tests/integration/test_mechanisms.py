@@ -24,6 +24,7 @@ def demo_copy(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_the_demo_table_equals_hand_computations(demo_copy, capsys):
     assert main(["mechanisms", str(demo_copy), "--json", "--quiet"]) == 0
     blob = json.loads(capsys.readouterr().out)

@@ -276,6 +276,7 @@ def test_timeline_rejects_an_unknown_column(run, suite):
         timeline(run, sens=suite.tables["sensitivity"], column="nope")
 
 
+@pytest.mark.slow
 def test_timeline_does_not_import_plotly():
     code = "import sys, interp.timelines; assert 'plotly' not in sys.modules, 'plotly imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -96,6 +96,7 @@ def test_its_finding_is_a_summary_line(run, dummy, capsys):
     assert ("dummy logit", line.split("dummy logit", 1)[1].strip()) in summary_rows(result.findings, result.tables)
 
 
+@pytest.mark.slow
 def test_its_section_is_in_the_report(run, dummy, tmp_path):
     text = write_report(run, tmp_path / "report.html").read_text()
     assert 'data-section="dummy"' in text and 'id="fig-dummy"' in text
@@ -139,6 +140,7 @@ def test_cached_results_are_found_under_other_parameters(run):
     assert store.cached_any(asked)["t"]["x"].tolist() == [0]  # its own parameters first
 
 
+@pytest.mark.slow
 def test_analyze_prints_the_geometry_it_computed(run, capsys):
     last = run.steps[-1]
     assert main(["analyze", str(run.path), "--only", "hessian", "--steps", str(last), "--quiet"]) == 0

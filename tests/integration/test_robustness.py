@@ -201,6 +201,7 @@ def test_a_manifest_without_a_hash_and_a_missing_manifest_are_named(copy):
     _one_line(_interp("show", copy), "manifest.json is missing")
 
 
+@pytest.mark.slow
 def test_one_bad_checkpoint_spares_the_other_steps(copy, capsys):
     (copy / "checkpoints" / "step_0000010.safetensors").write_bytes(b"not a checkpoint")
     (copy / "checkpoints" / "step_0000004.safetensors").unlink()
@@ -237,6 +238,7 @@ def test_bad_options_of_analyze(copy):
 
 
 # ---------------------------------------------------------------------------- files and processes
+@pytest.mark.slow
 def test_identical_weights_give_identical_files(tmp_path):
     outs = [tmp_path / "a", tmp_path / "b"]
     for out in outs:  # two processes: nothing in one process's state can make them agree
@@ -250,6 +252,7 @@ def test_identical_weights_give_identical_files(tmp_path):
     assert ra.params.keys() == rb.params.keys() and all(torch.equal(ra.params[k], rb.params[k]) for k in ra.params)
 
 
+@pytest.mark.slow
 def test_one_writer_per_run_and_kill_9_leaves_no_stale_lock(tmp_path):
     out = tmp_path / "r"
     long_flags = [*FLAGS, "--steps", "100000", "--eval-every", "50", "--checkpoint-every", "50"]

@@ -84,6 +84,7 @@ def test_two_local_workers_give_the_sequential_table_and_weights(sequential, tmp
     pd.testing.assert_frame_equal(_table(sequential), _table(out))
 
 
+@pytest.mark.slow
 def test_the_ray_backend_gives_the_same_table_and_weights(sequential, tmp_path):
     pytest.importorskip("ray", reason="the ray extra: pip install -e '.[ray]'")
     out = tmp_path / "ray"
@@ -114,6 +115,7 @@ def test_running_again_trains_nothing_and_extending_trains_only_new_points(seque
     assert (out / "sweep.json").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_sweep_then_again_finishes_without_retraining(sequential, tmp_path):
     out = tmp_path / "killed"
     args = ["sweep", *SMALL, "--steps", "400", "--grid", "seed=0,1", "--grid", "task.k=3,4", "--out", out,

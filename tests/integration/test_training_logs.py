@@ -140,13 +140,22 @@ def test_resume_continues_q_exactly(kept, resumed):
         assert all(ours[step][k] == theirs[step][k] for k in logged), step
 
 
-def test_an_older_resume_state_takes_q_from_the_metrics_log_or_nan(kept, demo_run):
+def test_an_older_resume_state_takes_q_from_the_metrics_log_or_nan(kept, tmp_path):
+    import json
+    import shutil
+
     rows = _rows(kept)
     older = SimpleNamespace(step=20, extra={"wall_seconds": 1.0})  # no "dissipation": an older interp's
     assert resumed_dissipation(kept, older) == rows[20]["dissipation"]
     assert resumed_dissipation(kept, SimpleNamespace(step=20, extra={"dissipation": 0.25})) == 0.25
     assert math.isnan(resumed_dissipation(kept, SimpleNamespace(step=20, extra={"dissipation": None})))
-    assert math.isnan(resumed_dissipation(demo_run, SimpleNamespace(step=demo_run.steps[-1], extra={})))
+    # a run trained before the column existed
+    older_run = tmp_path / "older"
+    shutil.copytree(kept.path, older_run, ignore=shutil.ignore_patterns(".lock"))
+    lines = [json.loads(line) for line in (older_run / "metrics.jsonl").read_text().splitlines()]
+    (older_run / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "dissipation"}) + "\n"
+                                                     for r in lines))
+    assert math.isnan(resumed_dissipation(Run.open(older_run), SimpleNamespace(step=20, extra={})))
 
 
 def test_a_full_batch_fork_logs_the_gradient_its_first_moment_sees(kept, tmp_path):
