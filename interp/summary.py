@@ -7,7 +7,7 @@ import math
 from interp.formatting import fmt
 from interp.names import METRICS
 from interp.runs import Run
-from interp.transition import plateau_height, plateau_span, snap_step, tau_half, window_bounds
+from interp.transition import GAP_LEAD_NATS, gap_lead, plateau_height, plateau_span, snap_step, tau_half, window_bounds
 
 FINAL = METRICS
 
@@ -42,7 +42,7 @@ def run_summary(run: Run) -> dict:
         "wall_seconds": status.get("wall_seconds"),
     }
     keys = ("plateau_height", "plateau_start", "plateau_end", "tau_half", "tau_window",
-            "window_start", "window_end", "snap_step")
+            "window_start", "window_end", "snap_step", "gap_onset", "gap_lead", "gap_lead_snap")
     out.update(dict.fromkeys(keys))
     if not evaluated:
         return out
@@ -61,6 +61,9 @@ def run_summary(run: Run) -> dict:
         span = plateau_span(s, lc, dz, lk)
         if span is not None:
             out["plateau_start"], out["plateau_end"] = span
+    dz_nan = [float("nan") if _finite(v) is None else v for v in dz]
+    half, snap = gap_lead(s, lc, dz_nan, lk, "half"), gap_lead(s, lc, dz_nan, lk, "snap")
+    out["gap_onset"], out["gap_lead"], out["gap_lead_snap"] = half["gap_onset"], half["gap_lead"], snap["gap_lead"]
     out["tau_half"] = tau_half(s, lc, lk)
     bounds = window_bounds(s, lc, lk)
     if bounds is not None:
@@ -89,6 +92,9 @@ def run_rows(s: dict) -> Rows:
         ("tau", f"tau_half = {fmt(s['tau_half'])}, tau_window = {fmt(s['tau_window'])} "
                 f"(from step {fmt(s['window_start'])} to {fmt(s['window_end'])}); "
                 f"snap (Lc < 0.05 log K) at step {fmt(s['snap_step'])}"),
+        ("gap lead", f"dz > {GAP_LEAD_NATS:g} nats from step {fmt(s.get('gap_onset'), none='never')}: lead "
+                     f"(t_loss - t) / t_loss = {fmt(s.get('gap_lead'), '.2f')} with t_loss = tau_half, "
+                     f"{fmt(s.get('gap_lead_snap'), '.2f')} with the snap (the author's 50% lead)"),
     ]
     if s.get("final_loss") is not None:
         rows.append(("final", f"Lc / log K = {fmt(ratio, '.4f')}, dz = {fmt(s.get('final_shuffle_gap'), '.3f')} nats, "

@@ -163,3 +163,37 @@ def rise_onset(
 ) -> int | None:
     """Onset of a rising series: first step above `rise_threshold` for m evaluations."""
     return onset(steps, values, rise_threshold(values, fraction), m=m, above=True)
+
+
+# The author's "50% lead" (docs/definitions.md, "Transition times"): the shuffle gap's, not a head's.
+GAP_LEAD_NATS = 0.1  # t(dz > 0.1 nats): the first evaluated step whose shuffle gap exceeds this
+T_LOSS_KINDS = ("half", "snap")  # t_loss: tau_half (default), or the snap (tau_window's end)
+
+
+def first_above(steps: ArrayLike, values: ArrayLike, threshold: float) -> int | None:
+    """First evaluated step whose value exceeds `threshold` (NaN never does)."""
+    s, v = _arrays(steps, values)
+    hits = np.flatnonzero(v > threshold)
+    return int(s[hits[0]]) if len(hits) else None
+
+
+def gap_lead(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log_k: float, t_loss: str | int = "half",
+             threshold: float = GAP_LEAD_NATS) -> dict:
+    """The shuffle gap's lead by the author's definition: (t_loss - t(dz > threshold)) / t_loss.
+
+    `t_loss` is "half" (tau_half, the default), "snap" (the first step below 0.05 log K, the end of
+    tau_window) or a step. Returns {"gap_onset", "t_loss", "gap_lead"}; a value that cannot be had
+    (dz never exceeds the threshold, the loss never moves) is None. No hold is asked of the crossing:
+    the definition is the first step above the threshold."""
+    s, lc = _arrays(steps, loss_cand)
+    _, dz = _arrays(steps, shuffle_gap)
+    if isinstance(t_loss, str):
+        if t_loss not in T_LOSS_KINDS:
+            raise InterpError(f"unknown t_loss {t_loss!r}; allowed: {', '.join(T_LOSS_KINDS)} or a step")
+        t = tau_half(s, lc, log_k) if t_loss == "half" else snap_step(s, lc, log_k)
+    elif isinstance(t_loss, (int, np.integer)) and not isinstance(t_loss, bool) and t_loss > 0:
+        t = int(t_loss)
+    else:
+        raise InterpError(f"t_loss must be 'half', 'snap' or a positive step, got {t_loss!r}")
+    gap = first_above(s, dz, threshold)
+    return {"gap_onset": gap, "t_loss": t, "gap_lead": None if (gap is None or not t) else (t - gap) / t}
