@@ -9,8 +9,15 @@ jaxtyping option in pyproject.toml (`--jaxtyping-packages=interp,beartype.bearty
 instruments the whole package before anything imports it."""
 
 import os
+import signal
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+# A harness started in the background (`cmd &` in a script, nohup) ignores ctrl-c, and every process it
+# starts inherits that; the interruption tests stand for a user pressing ctrl-c at a terminal, so SIGINT
+# raises KeyboardInterrupt here, and children (a handler resets to the default at exec) get the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

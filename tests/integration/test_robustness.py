@@ -218,9 +218,9 @@ def test_one_bad_checkpoint_spares_the_other_steps(copy, capsys):
 # ---------------------------------------------------------------------------- output paths
 @pytest.mark.parametrize("command,target,fragment", [
     ("report", "adir", "is a folder"),
-    ("report", "", "must be a non-empty path"),
-    ("report", "/proc/interp-nope/report.html", "is not writable"),
-    ("timeline", "afile/t.html", "afile is a file"),
+    pytest.param("report", "", "must be a non-empty path", marks=pytest.mark.slow),
+    pytest.param("report", "/proc/interp-nope/report.html", "is not writable", marks=pytest.mark.slow),
+    pytest.param("timeline", "afile/t.html", "afile is a file", marks=pytest.mark.slow),
 ])
 def test_output_paths_are_checked_before_any_work(copy, tmp_path, command, target, fragment):
     (tmp_path / "adir").mkdir()
@@ -231,6 +231,7 @@ def test_output_paths_are_checked_before_any_work(copy, tmp_path, command, targe
     assert not (copy / "cache").exists()
 
 
+@pytest.mark.slow
 def test_bad_options_of_analyze(copy):
     _one_line(_interp("analyze", copy, "--n-groups", "0"), "must be a positive integer")
     assert _interp("analyze", copy, "--only", "sensitivity", "--quiet").returncode == 0  # the cache answers now

@@ -53,6 +53,7 @@ def test_the_run_card_reads_the_routing_head_from_the_cache(tmp_path):
     assert "L0H1 (z-share 0.700 at step 1650" in page
 
 
+@pytest.mark.slow
 def test_showing_a_run_or_a_sweep_imports_no_torch(tmp_path):
     folders = sweep_folders(tmp_path)
     code = textwrap.dedent(f"""
