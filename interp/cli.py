@@ -233,6 +233,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     names = registry.parse_only(args.only)
     options = {o.dest: getattr(args, o.dest, None) for o in registry.options()}
+    from interp.cli_sweep import EXECUTOR_FLAGS, cmd_analyze_sweep
+    from interp.sweeps.sweep import Sweep
+
+    if Sweep.is_sweep(args.run):
+        return cmd_analyze_sweep(args, names, {k: v for k, v in options.items() if v is not None})
+    given = [f"--{f.replace('_', '-')}" for f in EXECUTOR_FLAGS if getattr(args, f) is not None]
+    if given:
+        raise InterpError(f"{', '.join(given)}: for a sweep folder; {args.run} is a run, analysed in this process")
     run = Run.open(args.run)
     check_device(args.device)
     from interp.analysis.findings import summary_rows
@@ -284,7 +292,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from interp.cli_sweep import report_damaged
 
         sweep = Sweep.open(args.run)
-        table = sweep.table()
+        table = sweep.table(circuits=True)  # the circuit columns read each run's analysis cache
         path = write_sweep_report(sweep, Path(args.output), runs=args.runs, progress=not args.quiet, table=table)
         print(f"wrote {path.resolve()} in {time.perf_counter() - start:.1f} s")
         return report_damaged(table)  # 1 when some run is damaged (a row of the report, left out of the fits)
@@ -379,7 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="run the analysis suite on a run (cached) and print the findings",
                        description="Analyses: " + registry.describe_all() + ". Exit status 1 when some steps "
                                    "could not be analysed (each is named in a warning).")
-    p.add_argument("run", help="run folder")
+    p.add_argument("run", help="run folder, or a sweep folder: every finished run of the sweep (each cached in "
+                               "its own folder), then its circuit columns and family fits")
     p.add_argument("--only", help="comma-separated subset of: " + ", ".join(registry.REGISTRY)
                    + f" (default: {', '.join(registry.default_names())}); "
                    + "; ".join(f"{g} = {', '.join(m)}" for g, m in registry.GROUPS.items()))
@@ -393,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="recompute everything, write nothing")
     p.add_argument("--json", action="store_true", help="findings and tables as JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    from interp.cli_sweep import add_executor_flags
+
+    add_executor_flags(p.add_argument_group("a sweep folder"), "are analysed", defaults=False)
     p.set_defaults(func=cmd_analyze)
 
     for name, helptext, default in (

@@ -166,10 +166,100 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     return report_damaged(table, name_them=False)
 
 
-def add_parsers(sub) -> None:
-    """The `sweep` and `scaling` subcommands."""
+EXECUTOR_FLAGS = ("backend", "workers", "threads_per_run", "address", "cpus_per_run", "gpus_per_run")
+
+
+def add_executor_flags(p: argparse.ArgumentParser, verb: str, defaults: bool = True) -> None:
+    """Where a sweep's runs are trained or analysed: --backend, --workers, --threads-per-run, --address,
+    --cpus-per-run, --gpus-per-run. Without `defaults` each is None unless given (so a command that
+    also takes a single run can refuse them there)."""
     from interp.sweeps.executors import BACKENDS
 
+    def d(value):
+        return value if defaults else None
+
+    p.add_argument("--backend", default=d("local"), choices=list(BACKENDS), help=f"where runs {verb} (default: local)")
+    p.add_argument("--workers", type=_positive_int, default=d(1), help="local processes (default: 1)")
+    p.add_argument("--threads-per-run", type=_positive_int,
+                   help="torch threads of each run (default: cores / workers; results depend on it on the CPU)")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
+    p.add_argument("--cpus-per-run", type=_per_run("cpus", "> 0"), default=d(1.0), help="Ray: CPUs per run (default: 1)")
+    p.add_argument("--gpus-per-run", type=_per_run("gpus", ">= 0"), default=d(0.0),
+                   help="Ray: GPUs per run, a fraction shares one (default: 0)")
+
+
+# ---------------------------------------------------------------------------- analyze SWEEP
+CIRCUIT_VIEW = (("run", "run", "{}"), ("k", "K", "{:.0f}"), ("seed", "seed", "{:.0f}"), ("tau_half", "tau_half", "{:.0f}"),
+                ("gap_lead", "gap lead", "{:.2f}"), ("routing_head", "routing", "{}"),
+                ("carried_share_lead", "carried lead", "{:.2f}"), ("used_ablation_lead", "used lead", "{:.2f}"),
+                ("ablation_at_tau", "ablation@tau", "{:+.2f}"), ("groups_above_80_at_half_tau", "groups@tau/2", "{:.2f}"))
+
+
+def circuit_lines(table) -> list[str]:
+    """The circuit columns of a sweep table as aligned text, one line per finished run, then
+    why values are missing."""
+    import math
+
+    def cell(value, spec):
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "-"
+        return spec.format(value)
+
+    done = table[table["status"] == "done"]
+    rows = [[cell(r.get(c), spec) for c, _, spec in CIRCUIT_VIEW] for r in done.to_dict("records")]
+    heads = [h for _, h, _ in CIRCUIT_VIEW]
+    widths = [max(len(x) for x in col) for col in zip(heads, *rows)]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in [heads, *rows]]
+    for r in done.to_dict("records"):
+        if isinstance(r.get("circuits_reason"), str) and r["circuits_reason"]:
+            lines.append(f"  {r['run']}: {r['circuits_reason']}")
+    return lines
+
+
+def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
+    """`interp analyze SWEEP`: the suite over every finished run, then the circuit columns and fits."""
+    from interp.devices import check_device
+    from interp.sweeps.analyze import analyze_sweep
+    from interp.sweeps.circuit_fits import circuit_fits
+    from interp.sweeps.fits import jsonable
+    from interp.sweeps.sweep import Sweep
+
+    sweep = Sweep.open(args.run)
+    if args.no_cache:
+        raise InterpError("--no-cache is for a run: a sweep's circuit columns are read back from each run's cache "
+                          f"(to recompute, delete the runs' cache folders, {args.run}/*/cache)")
+    check_device(args.device)
+    outcome = analyze_sweep(sweep, only=names, steps=args.steps, options=options, backend=args.backend or "local",
+                            workers=args.workers or 1, threads=args.threads_per_run, device=args.device,
+                            address=args.address, cpus_per_run=args.cpus_per_run or 1,
+                            gpus_per_run=args.gpus_per_run or 0, progress=not args.quiet and not args.json)
+    table = sweep.table(circuits=True)
+    fits = circuit_fits(table)
+    bad = outcome.failed or outcome.with_problems
+    if args.json:
+        print(json.dumps({"runs": jsonable(outcome.results), "skipped": outcome.skipped,
+                          "table": jsonable(table.to_dict("records")),
+                          "fits": {k: v.to_dict() for k, v in fits.results.items()},
+                          "not_applicable": fits.problems, "warnings": fits.warnings}, default=str))
+        return 1 if bad else 0
+    print(f"{sweep.path}: {len(outcome.results)} run(s) analysed ({outcome.computed} computed, {outcome.cached} "
+          f"from cache) in {outcome.seconds:.1f} s; {len(outcome.skipped)} skipped")
+    print("\n".join("  " + line for line in circuit_lines(table)))
+    for name, result in fits.results.items():
+        print(f"  {name:<15} {result.summary()}")
+    for name, why in fits.problems.items():
+        print(f"  {name:<15} n/a: {why}")
+    for line in fits.warnings:
+        print(f"interp: warning: {line}", file=sys.stderr)
+    if bad:
+        print(f"interp: {len(outcome.failed)} run(s) failed, {len(outcome.with_problems)} with steps that could not "
+              "be analysed (see the warnings above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """The `sweep` and `scaling` subcommands."""
     p = sub.add_parser("sweep", help="create, extend, train or show a sweep (a family of runs)",
                        description="interp sweep --preset tiny --grid task.k=5,10,20 --seed 0,1 --out sweeps/k; "
                                    "interp sweep sweeps/k (again: skips finished runs, resumes interrupted ones); "
@@ -183,14 +273,7 @@ def add_parsers(sub) -> None:
                    "(task.k, task.n_bases, train.lr, train.batch_size, seed, task.direction, model.n_layers, ...)")
     p.add_argument("--point", action="append", metavar="FIELD=V,FIELD=V", help="an explicit point (repeatable)")
     p.add_argument("--fixed-d", type=_positive_int, help="fixed dataset size D: n_bases = D / K for each K")
-    p.add_argument("--backend", default="local", choices=list(BACKENDS), help="where runs train (default: local)")
-    p.add_argument("--workers", type=_positive_int, default=1, help="local processes (default: 1)")
-    p.add_argument("--threads-per-run", type=_positive_int,
-                   help="torch threads of each run (default: cores / workers; weights depend on it on the CPU)")
-    p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
-    p.add_argument("--cpus-per-run", type=_per_run("cpus", "> 0"), default=1.0, help="Ray: CPUs per run (default: 1)")
-    p.add_argument("--gpus-per-run", type=_per_run("gpus", ">= 0"), default=0.0,
-                   help="Ray: GPUs per run, a fraction shares one (default: 0)")
+    add_executor_flags(p, "train")
     p.add_argument("--device", default="cpu", help="torch device of every run (default: cpu)")
     p.add_argument("--json", action="store_true", help="status: the table as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -171,3 +171,17 @@ def edit_cached_table(path: Path, edit) -> None:
     assert text != blob["tables"][name], "the edit changed nothing"
     blob["tables"][name] = text
     path.write_text(_json.dumps(blob))
+
+
+def hide_module(monkeypatch, hidden: str) -> None:
+    """Make `import hidden` fail as it does where the optional extra is not installed."""
+    import builtins
+
+    real = builtins.__import__
+
+    def fake(name, *args, **kwargs):
+        if name == hidden:
+            raise ImportError(f"No module named {hidden!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake)

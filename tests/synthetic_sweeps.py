@@ -5,7 +5,9 @@ with a known truth (exponent, slope, ratio), so a test can check what a fit reco
 without training anything. Every value is derived from a run's "true" tau_half:
 
     t_start = 0.7 tau, t_end = snap_step = 1.2 tau, tau_window = t_end - t_start,
-    steps_to_acc_cand_99 = 1.3 tau, steps_to_exact_99 = 1.4 tau (or `exact` when given)
+    steps_to_acc_cand_99 = 1.3 tau, steps_to_exact_99 = 1.4 tau (or `exact` when given),
+    gap_onset = (1 - lead) tau when a lead share is given (else NaN), gap_lead and
+    gap_lead_snap its lead over tau_half and the snap, gap_lead_steps = tau_half - gap_onset
 
 and a run that would reach a threshold only after its planned steps is censored for it
 (value NaN, `censored_<measure>` True, steps_run = planned_steps), as a real run would be.
@@ -35,7 +37,8 @@ def _quantise(v: float, eval_every: int) -> float:
 
 def run_row(k: int, tau: float | None, seed: int = 0, n_bases: int = 1000, direction: str = "bz_to_a",
             lr: float = 1e-3, batch_size: int = 64, planned_steps: int = 100_000, eval_every: int = 10,
-            exact: float | None = None, status: str = "done", name: str | None = None) -> dict:
+            exact: float | None = None, status: str = "done", name: str | None = None,
+            lead: float | None = None) -> dict:
     """One run's row: its measures from its true tau (None or NaN: no candidate loss, tau undefined)."""
     has_cand = direction in CANDIDATE_DIRECTIONS and tau is not None and math.isfinite(tau)
     true = {m: math.nan for m in MEASURES}
@@ -62,6 +65,12 @@ def run_row(k: int, tau: float | None, seed: int = 0, n_bases: int = 1000, direc
         row["tau_window"] = math.nan
     row["censored_tau_window"] = bool(done and has_cand and not math.isfinite(row["t_end"]))
     row["plateau_height"] = 1.0 + 0.01 * ((seed % 5) - 2) if has_cand and steps_run > 0 else math.nan
+    gap = _quantise(max(0.0, (1.0 - lead) * tau), eval_every) if has_cand and lead is not None else math.nan
+    reached = math.isfinite(gap) and gap <= steps_run and math.isfinite(row["tau_half"])
+    row["gap_onset"] = gap if reached else math.nan
+    row["gap_lead"] = (row["tau_half"] - gap) / row["tau_half"] if reached else math.nan
+    row["gap_lead_snap"] = (row["snap_step"] - gap) / row["snap_step"] if reached else math.nan
+    row["gap_lead_steps"] = row["tau_half"] - gap if reached else math.nan
     row["censored"] = row["censored_tau_half"]
     row["error"] = "RuntimeError: synthetic failure" if status == "failed" else None
     row["wall_seconds"] = float(steps_run) * 0.01
@@ -185,16 +194,22 @@ def metrics_for(table: pd.DataFrame, n_points: int = 40) -> dict[str, pd.DataFra
 
 
 # ---------------------------------------------------------------------------- sweep folders
-def write_sweep_folder(path, spec, tau_of, exact_of=None, every: int = 10, seed: int = 0):
+def write_sweep_folder(path, spec, tau_of, exact_of=None, every: int = 10, seed: int = 0, gap_of=None):
     """A real sweep folder (`Sweep.create`, one `Run.create` folder per point) whose runs did not
     train: each gets a synthetic metrics log and a "done" status, so that `Sweep.table()`,
     `interp scaling`, the report and the finding scripts read it through their real code paths.
 
     `tau_of(run_spec, rng)` gives a run's true tau (candidate loss log K until about tau, a
     sigmoid drop centred on it); `exact_of(run_spec, rng)` its steps to exact match >= 0.99
-    (default 1.4 tau). A run whose thresholds lie past its planned steps stays censored."""
+    (default 1.4 tau); `gap_of(run_spec, rng, tau)` the step from which its shuffle gap exceeds
+    0.1 nats (it is 0.2 nats from there; without it the gap only follows the loss, 0.5 (1 - drop)
+    nats, crossing 0.1 near 0.89 tau). A run whose thresholds lie past its planned steps stays
+    censored."""
+    import json
+
+    from interp.files import atomic_write_bytes
     from interp.names import METRICS
-    from interp.runs import Run
+    from interp.runs import METRICS_FILE, Run
     from interp.sweeps.sweep import Sweep
     from interp.task import DIRECTIONS
 
@@ -205,16 +220,20 @@ def write_sweep_folder(path, spec, tau_of, exact_of=None, every: int = 10, seed:
         has_cand = DIRECTIONS[run_spec.task.direction][1] == "A"
         tau = tau_of(run_spec, rng) if has_cand else None
         exact = exact_of(run_spec, rng) if exact_of is not None else 1.4 * tau
+        gap = gap_of(run_spec, rng, tau) if gap_of is not None and has_cand else math.inf
         log_k = math.log(run_spec.task.k)
+        lines = []
         for step in range(0, run_spec.train.steps + 1, every):
             row = {"step": step, **dict.fromkeys(METRICS)}  # every metric, null where undefined, as training logs
             if has_cand:
                 drop = 1.0 / (1.0 + math.exp(min(50.0, max(-50.0, (step - tau) / (0.08 * tau)))))
-                row.update(loss_cand=log_k * drop + 1e-3, shuffle_gap=0.5 * (1 - drop),
+                row.update(loss_cand=log_k * drop + 1e-3, shuffle_gap=max(0.5 * (1 - drop), 0.2 if step >= gap else 0.0),
                            acc_cand=1.0 / run_spec.task.k + (1 - 1.0 / run_spec.task.k) * (1 - drop) ** 0.5
                            if step < 1.3 * tau else 1.0)
             row["acc_exact"] = min(1.0, step / exact) ** 3 if step < exact else 1.0
-            run.append_metrics(row)
+            lines.append(json.dumps(row, sort_keys=True) + "\n")
+        # the log as Run.append_metrics writes it, row by row, in one write (fsync per row is slow)
+        atomic_write_bytes(run.path / METRICS_FILE, "".join(lines).encode())
         run.write_status("done", last_step=run_spec.train.steps, wall_seconds=float(run_spec.train.steps) / 100)
         run.release()
     return Sweep.open(path)

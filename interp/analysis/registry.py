@@ -251,6 +251,9 @@ def default_names() -> tuple[str, ...]:
 GROUPS: dict[str, tuple[str, ...]] = {
     # the mechanism diagnostics of docs/diagnostics.md that are cheap enough for every checkpoint
     "diagnostics": ("trajectory", "spectra", "representations", "lens", "gradients"),
+    # what a sweep's circuit columns read (interp.sweeps.circuits): the routing head, its onsets, its
+    # ablation at tau and the collective snap
+    "circuits": ("sensitivity", "usage", "ablation", "groups"),
 }
 
 

@@ -40,14 +40,16 @@ class SuiteResult:
     cache_notes: list[str] = field(default_factory=list)  # cache entries not used, a cache not usable (also in notes)
     cache_hits: int = 0
     cache_misses: int = 0
+    missing: dict[str, list[int]] = field(default_factory=dict)  # compute=False: analysis -> steps not cached
 
 
 def routing_head_of(run: Run, store: ResultCache, device: str = "cpu",
-                    unreadable: dict[int, str] | None = None) -> tuple[str, int]:
+                    unreadable: dict[int, str] | None = None, compute: bool = True) -> tuple[str, int] | None:
     """The routing head and the step it was read at: the largest z-share at the last saved step
     whose sensitivity can be had (cached like any other analysis). Steps whose checkpoint cannot
     be read are skipped, from the last backwards, and recorded in `unreadable` (step -> why);
-    InterpError only when no step can be read."""
+    InterpError only when no step can be read. With `compute=False` only the cache is read: the
+    last step whose sensitivity is cached, or None when none is."""
     from interp.analysis import sensitivity
 
     entry = registry.get("sensitivity")
@@ -56,6 +58,11 @@ def routing_head_of(run: Run, store: ResultCache, device: str = "cpu",
     for step in reversed(run.steps):
         if step in unreadable:
             continue
+        if not compute:
+            tables = store.load(entry.cache_key(params), step, action="left out")
+            if tables is not None:
+                return sensitivity.routing_head(tables["sensitivity"]), step
+            continue
         try:
             df = store.per_step(entry.cache_key(params), [step],
                                 lambda s: {"sensitivity": entry.at_step()(run, s, device=device, **params)})
@@ -63,6 +70,8 @@ def routing_head_of(run: Run, store: ResultCache, device: str = "cpu",
             unreadable[step] = str(exc)
             continue
         return sensitivity.routing_head(df["sensitivity"]), step
+    if not compute:
+        return None
     last = run.steps[-1] if run.steps else None
     raise InterpError(f"the routing head cannot be found: no checkpoint of {run.path} can be read"
                       + (f" (the last, step {last}: {unreadable.get(last)})" if last is not None else ""))
@@ -85,12 +94,16 @@ def run_suite(
     device: str = "cpu",
     progress: bool = True,
     cache: bool = True,
+    compute: bool = True,
 ) -> SuiteResult:
     """Run the chosen analyses (every default one when `only` is None) and derive the findings.
 
     `steps` overrides the default steps of every chosen analysis (see
     `interp.analysis.common.select_steps`); `options` sets parameters by option or parameter
-    name (`n_groups`, `method`, `heads`, ...) for the analyses that have them. Raises
+    name (`n_groups`, `method`, `heads`, ...) for the analyses that have them. With
+    `compute=False` nothing is computed and no checkpoint is loaded: only cached results are
+    read, and an analysis missing at some of its steps is left out whole (its tables empty, the
+    steps in `missing`), so the findings never rest on part of a series. Raises
     InterpError only for bad input; a step that fails is reported in `problems` and the rest
     goes on.
     """
@@ -110,11 +123,16 @@ def run_suite(
         result.labels[entry.name] = {s: lab for s, lab in plans[entry.name] if lab}
     unreadable = result.unreadable
     routing: str | None = None
-    for entry in entries:
+    for entry in list(entries):
         params = entry.params(options)
         if params.get("head") == "routing":  # the run's routing head, read from the sensitivity analysis
             if routing is None:
-                routing, result.routing_step = routing_head_of(run, store, device, unreadable)
+                found = routing_head_of(run, store, device, unreadable, compute)
+                if found is None:  # compute=False and no sensitivity cached: nothing to read it from
+                    result.missing[entry.name] = [s for s, _ in plans[entry.name]]
+                    entries.remove(entry)
+                    continue
+                routing, result.routing_step = found
                 result.problems.extend(f"step {s}: {why}" for s, why in sorted(unreadable.items()))
             params["head"] = routing
         result.params[entry.name] = params
@@ -127,6 +145,15 @@ def run_suite(
         todo = [e for e in entries if any(s == step for s, _ in plans[e.name])]
         hits = {e.name: store.load(e.cache_key(result.params[e.name]), step) for e in todo}
         model = None
+        if not compute:
+            for entry in todo:
+                if hits[entry.name] is None:
+                    result.missing.setdefault(entry.name, []).append(step)
+                else:
+                    for name, df in hits[entry.name].items():
+                        frames.setdefault(name, []).append(df)
+            bar.update(len(todo))
+            continue
         if any(hits[e.name] is None and e.shares_model for e in todo) and step not in unreadable:
             try:
                 model = run.model(step, device=device)
@@ -156,12 +183,15 @@ def run_suite(
     bar.close()
     for entry in entries:
         for name in entry.table_names:
-            parts = frames.get(name, [])
+            parts = [] if entry.name in result.missing else frames.get(name, [])
             df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
             labels = result.labels.get(entry.name)
             if labels and not df.empty:
                 df["label"] = df["step"].map(labels).fillna("")
             result.tables[name] = df
+    for name in result.missing:  # analyses left out whole (compute=False): no partial tables
+        for table in registry.get(name).table_names:
+            result.tables.setdefault(table, pd.DataFrame())
     for entry in entries:  # tables an analysis derives from its own (e.g. attention mass per segment)
         derive = entry.hook("derive")
         if derive is not None and all(not result.tables[name].empty for name in entry.table_names):

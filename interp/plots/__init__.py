@@ -10,6 +10,7 @@ a dotted vertical line wherever time is on the x axis.
     interp.plots.run       figures of one run (losses, heatmaps, attention, ablation, patching, groups)
     interp.plots.timeline  the circuit-formation timeline (`timeline_figure(tl)`) and the usage curves
     interp.plots.sweep     figures of a sweep (scaling law, fixed D, noise, asymmetry, overlays)
+    interp.plots.circuits  the circuits across a sweep (lead share, routing heads, timeline grid)
     interp.plots.geometry  loss-landscape geometry (Hessian extremes, escape direction, LLC)
     interp.plots.weights   the weight trajectory and the heads' OV / QK spectra
     interp.plots.activations  representations at the decision position and the logit lens
@@ -40,6 +41,7 @@ from interp.plots.activations import lens_curves, representation_curves
 from interp.plots.gradients import gradient_curves
 from interp.plots.updates import dissipation_curve, update_bars
 from interp.plots import inline
+from interp.plots.circuits import k_trend_figure, routing_bars, timeline_grid
 from interp.plots.sweep import (
     asymmetry_bars,
     candidate_loss_overlay,
@@ -77,6 +79,9 @@ __all__ = [
     "tau_vs_d",
     "tau_vs_k_fixed_d",
     "tau_vs_noise",
+    "k_trend_figure",
+    "routing_bars",
+    "timeline_grid",
 ]
 
 inline.install()

@@ -136,14 +136,16 @@ def tau_vs_d(fit: PowerLawFit, paper: bool = True) -> go.Figure:
                    name=f"fit: δ = {fit.delta:.3g} [{lo:.3g}, {hi:.3g}]",
                    hovertemplate=f"fit<br>{x} %{{x:g}}<br>{y} %{{y:.4g}}<extra></extra>"),
     ]
-    if paper and x == "D":
+    # the paper's exponent of the same claim (delta = 1.19 for tau against D, 2.13 for the lead in steps against K)
+    expected = PAPER_DELTA if x == "D" else (getattr(fit, "paper", None) or {}).get("delta")
+    if paper and expected is not None:
         used = fit.points[fit.points["used"]]
         lx, ly = np.log(used[x].to_numpy(float)), np.log(used[y].to_numpy(float))
-        ref = np.exp(ly.mean()) * (bx / np.exp(lx.mean())) ** PAPER_DELTA
+        ref = np.exp(ly.mean()) * (bx / np.exp(lx.mean())) ** expected
         traces.append(go.Scatter(
             x=bx, y=ref, mode="lines", line=dict(color=PAPER_COLOR, dash="dash", width=1.5),
-            name=f"paper: δ = {PAPER_DELTA} (through the data's centre)",
-            hovertemplate=f"paper δ = {PAPER_DELTA}<br>{x} %{{x:g}}<br>{y} %{{y:.4g}}<extra></extra>",
+            name=f"paper: δ = {expected} (through the data's centre)",
+            hovertemplate=f"paper δ = {expected}<br>{x} %{{x:g}}<br>{y} %{{y:.4g}}<extra></extra>",
         ))
     fig = go.Figure(traces)
     fig.update_layout(

@@ -23,11 +23,18 @@ import pandas as pd
 from interp.errors import InterpError
 from interp.report.mechanisms import mechanism_html
 from interp.report.page import Section, figure_html, page, section_html, summary_table, write_html
+from interp.sweeps.circuit_fits import circuit_fits
 from interp.sweeps.family import Fits, sweep_fits
 from interp.sweeps.sweep import Sweep
 
 
-def _summary_rows(sweep: Sweep, table: pd.DataFrame, fits: Fits) -> list[tuple[str, str]]:
+CIRCUIT_LABELS = {"lead_share": "shuffle-gap lead share (τ_half − t(dz > 0.1)) / τ_half",
+                  "lead_exponent": "lead in steps against K (∝ K^e)",
+                  "routing_heads": "routing head across the runs",
+                  "ablation_trend": "routing head's ablation effect at τ"}
+
+
+def _summary_rows(sweep: Sweep, table: pd.DataFrame, fits: Fits, circuits: Fits) -> list[tuple[str, str]]:
     counts = table["status"].value_counts().to_dict()
     censored = int(table.get("censored", pd.Series(dtype=bool)).fillna(False).sum())
     rows = [
@@ -46,7 +53,69 @@ def _summary_rows(sweep: Sweep, table: pd.DataFrame, fits: Fits) -> list[tuple[s
             rows.append((label, fits.results[name].summary()))
         else:
             rows.append((label, f"n/a: {fits.problems.get(name, '')}"))
+    for name, label in CIRCUIT_LABELS.items():
+        result = circuits.results.get(name)
+        rows.append((label, result.summary() if result is not None else f"n/a: {circuits.problems.get(name, '')}"))
     return rows
+
+
+def _circuit_series(sweep: Sweep, table: pd.DataFrame, metrics: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    """Per analysed run its metrics and its routing head's z-share over the checkpoints (read from
+    the cache; nothing is computed), for the timeline grid."""
+    from interp.analysis.suite import run_suite
+
+    out = {}
+    heads = table.set_index("run")["routing_head"] if "routing_head" in table.columns else pd.Series(dtype=object)
+    for name, df in metrics.items():
+        entry = {"metrics": df}
+        head = heads.get(name)
+        if isinstance(head, str):
+            try:
+                sens = run_suite(sweep.run(name), only=("sensitivity",), progress=False, compute=False)
+                sens = sens.tables.get("sensitivity")
+            except InterpError:
+                sens = None
+            if sens is not None and not sens.empty:
+                entry["z_share"] = sens[sens["head_name"] == head][["step", "z_share"]].sort_values("step")
+        out[name] = entry
+    return out
+
+
+def _circuit_sections(circuits: Fits, table: pd.DataFrame, series: dict[str, dict]) -> list[Section]:
+    from interp import plots
+
+    res = circuits.results
+    specs = [
+        ("lead_share", "The shuffle gap's lead across K",
+         "Each run's lead of the shuffle gap over the loss, (τ_half − t(dz > 0.1 nats)) / τ_half, against K, with the "
+         "per-K means and the trend in log K; grey: the author's 0.20 at K = 3, 0.47 at K = 10 and 0.68 at K = 36 "
+         "(0.52 ± 0.14 over K).",
+         lambda: plots.k_trend_figure(res["lead_share"])),
+        ("lead_exponent", "The lead in steps against K",
+         "τ_half − t(dz > 0.1 nats) per run on log-log axes, the power-law fit with its bootstrap band, and the "
+         "author's K^2.13 through the data's centre.",
+         lambda: plots.tau_vs_d(res["lead_exponent"])),
+        ("routing_heads", "Which head routes",
+         "The routing head of each analysed run (the largest z-share at its last step), counted per head and "
+         "stacked by K; the paper's run routes through L0H3, in layer 0.",
+         lambda: plots.routing_bars(res["routing_heads"])),
+        ("ablation_trend", "Ablating the routing head at τ, across K",
+         "The candidate-loss change when the run's routing head is ablated at the checkpoint nearest τ_half, against "
+         "K; grey: the paper's +1.41 nats for zero-ablating L0H3 at K = 10.",
+         lambda: plots.k_trend_figure(res["ablation_trend"])),
+    ]
+    sections = _drawn(specs, circuits)
+    grid = Section("timelines", "Every run's timeline, in units of τ",
+                   "Small multiples sharing the step axis in units of each run's τ_half (0 to 2): the candidate loss over "
+                   "log K, the shuffle gap over its largest value and, for analysed runs, the routing head's z-share, "
+                   "with lines at the gap's onset (dz > 0.1 nats), the z-share's carried onset and τ_half, so the order "
+                   "of events can be compared across the family.")
+    try:
+        grid.html = figure_html(plots.timeline_grid(series, table), "timelines")
+    except InterpError as exc:
+        grid.problem = str(exc)
+    sections.append(grid)
+    return sections
 
 
 def _figures(fits: Fits, table: pd.DataFrame, metrics: dict[str, pd.DataFrame]) -> list[Section]:
@@ -77,10 +146,16 @@ def _figures(fits: Fits, table: pd.DataFrame, metrics: dict[str, pd.DataFrame]) 
          "Every run's candidate loss over steps, coloured by D, with its log K level dashed.",
          lambda: plots.candidate_loss_overlay(metrics, table)),
     ]
+    return _drawn(specs, fits, always=("overlay",))
+
+
+def _drawn(specs, fits: Fits, always=()) -> list[Section]:
+    """A section per (key, title, caption, make): its figure, or why it cannot be drawn (the fit
+    does not apply: its note in `fits.problems`; drawing failed: the error)."""
     sections = []
     for key, title, caption, make in specs:
         section = Section(key, title, caption)
-        if key != "overlay" and key not in fits.results:
+        if key not in always and key not in fits.results:
             section.problem = fits.problems.get(key, "not computed")
         else:
             try:
@@ -98,7 +173,8 @@ def _fmt(value, spec: str = "") -> str:
 
 
 def _runs_table(sweep: Sweep, table: pd.DataFrame, out: Path, linked: set[str]) -> str:
-    head = ["run", *sweep.spec.fields, "status", "steps", "τ_half", "τ_window", "exact ≥ 0.99", "wall", "report"]
+    head = ["run", *sweep.spec.fields, "status", "steps", "τ_half", "τ_window", "exact ≥ 0.99", "gap lead",
+            "routing head", "wall", "report"]
     rows = []
     for r in table.to_dict("records"):
         tau = f"> {r['steps_run']} (censored)" if r.get("censored_tau_half") else _fmt(r["tau_half"], ".0f")
@@ -111,8 +187,12 @@ def _runs_table(sweep: Sweep, table: pd.DataFrame, out: Path, linked: set[str]) 
             report = f"<code>{html.escape(command)}</code>"
         status = html.escape(r["status"]) + (f"<br><small>{html.escape(r['error'])}</small>"
                                               if isinstance(r.get("error"), str) and r["error"] else "")
+        routing = r.get("routing_head")
+        routing = (html.escape(routing) if isinstance(routing, str)
+                   else f"<small>{html.escape(r['circuits_reason'])}</small>"
+                   if r["status"] == "done" and isinstance(r.get("circuits_reason"), str) else "–")
         cells = [html.escape(r["run"]), *(html.escape(_fmt(r[f])) for f in sweep.spec.fields), status,
-                 _fmt(r["steps_run"]), tau, _fmt(r["tau_window"], ".0f"), exact,
+                 _fmt(r["steps_run"]), tau, _fmt(r["tau_window"], ".0f"), exact, _fmt(r.get("gap_lead"), ".2f"), routing,
                  "–" if _fmt(r["wall_seconds"]) == "–" else f"{r['wall_seconds']:.0f} s", report]
         klass = " class=\"censored\"" if r.get("censored") else ""
         rows.append(f"<tr{klass}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
@@ -130,11 +210,13 @@ def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: st
 
     start = time.perf_counter()
     path = Path(path)
-    table = sweep.table() if table is None else table
+    table = sweep.table(circuits=True) if table is None or "circuits_reason" not in table.columns else table
     fits = sweep_fits(table, y=y)
+    circuits = circuit_fits(table)
     usable = set(table.loc[table["status"] != "damaged", "run"])
     metrics = {r.name: r.metrics for r in sweep.runs if r.name in usable}
     sections = _figures(fits, table, metrics)
+    sections += _circuit_sections(circuits, table, _circuit_series(sweep, table, metrics))
     linked = set()
     if runs:
         for name in table.loc[table["status"] == "done", "run"]:
@@ -144,8 +226,8 @@ def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: st
             except InterpError:
                 continue
     notes = ""
-    if fits.warnings:
-        items = "\n".join(f"<li>{html.escape(w)}</li>" for w in fits.warnings)
+    if fits.warnings or circuits.warnings:
+        items = "\n".join(f"<li>{html.escape(w)}</li>" for w in dict.fromkeys(fits.warnings + circuits.warnings))
         notes = f"<div class=\"missing\" id=\"warnings\"><b>Left out of the fits</b><ul>\n{items}\n</ul></div>"
     stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     from interp import __version__
@@ -155,7 +237,7 @@ def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: st
         f"<p class=\"meta\">{html.escape(str(sweep.path))} · written {html.escape(stamp)} by interp {__version__} · "
         f"{len(table)} runs · {time.perf_counter() - start:.1f} s</p>",
         "<h2 id=\"section-summary\">Summary</h2>",
-        summary_table(_summary_rows(sweep, table, fits)),
+        summary_table(_summary_rows(sweep, table, fits, circuits)),
         notes,
         mechanism_html(sweep),
         *(section_html(s) for s in sections),

@@ -182,8 +182,11 @@ Job = tuple[str, dict]  # (run folder, spec as a dict)
 
 def run_local(jobs: list[Job], workers: int = 1, threads: int | None = None, device: str = "cpu",
               on_result: Callable[[dict], None] | None = None, on_note: Callable[[str], None] | None = None,
-              max_rebuilds: int = MAX_REBUILDS, create: bool = True) -> Outcome:
+              max_rebuilds: int = MAX_REBUILDS, create: bool = True, task: Callable[..., dict] = train_point
+              ) -> Outcome:
     """Train `jobs` in a pool of `workers` processes (in this process when workers == 1).
+    `task(folder, payload, device, threads, wait, create)` is what each job runs: `train_point`,
+    or another module-level function of that form that never raises (`interp.sweeps.analyze`).
 
     A worker that dies (kill -9, the out-of-memory killer) breaks a process pool: every
     unfinished job then fails with BrokenProcessPool, the ones that never started included.
@@ -200,7 +203,7 @@ def run_local(jobs: list[Job], workers: int = 1, threads: int | None = None, dev
 
     if workers <= 1:
         for folder, spec in jobs:
-            done(train_point(folder, spec, device, threads, create=create))
+            done(task(folder, spec, device, threads, False, create))
         return outcome
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -215,7 +218,7 @@ def run_local(jobs: list[Job], workers: int = 1, threads: int | None = None, dev
             futures = {}
             for job in pending:
                 try:
-                    futures[pool.submit(train_point, job[0], job[1], device, threads, wait, create)] = job
+                    futures[pool.submit(task, job[0], job[1], device, threads, wait, create)] = job
                 except BrokenProcessPool:
                     lost.append(job)
             for future in as_completed(futures):
@@ -248,8 +251,9 @@ def run_local(jobs: list[Job], workers: int = 1, threads: int | None = None, dev
 
 def run_ray(jobs: list[Job], address: str | None = None, cpus_per_run: int | float = 1, gpus_per_run: int | float = 0,
             device: str = "cpu", max_retries: int = 3, on_result: Callable[[dict], None] | None = None,
-            create: bool = True) -> Outcome:
-    """Train `jobs` as Ray tasks: on the cluster at `address`, else on a local Ray instance.
+            create: bool = True, task: Callable[..., dict] = train_point) -> Outcome:
+    """Train `jobs` as Ray tasks: on the cluster at `address`, else on a local Ray instance
+    (`task` as for `run_local`).
     A task whose worker dies is retried (`max_retries`) and resumes from its checkpoint (the
     dead worker's run lock went with its process)."""
     try:
@@ -265,9 +269,9 @@ def run_ray(jobs: list[Job], address: str | None = None, cpus_per_run: int | flo
             raise InterpError(f"could not start or reach Ray ({address or 'a local instance'}): {exc}") from None
     outcome = Outcome()
     try:
-        task = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=max_retries)(train_point)
+        remote = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=max_retries)(task)
         threads = max(1, int(cpus_per_run))
-        pending = {task.remote(folder, spec, device, threads, False, create): folder for folder, spec in jobs}
+        pending = {remote.remote(folder, spec, device, threads, False, create): folder for folder, spec in jobs}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             folder = pending.pop(ready[0])

@@ -66,9 +66,15 @@ def sweep_fits(table: pd.DataFrame, y: str = "tau_half") -> Fits:
                          "needs at least 3 values of task.selector_groups among the done bz_to_a runs",
                          lambda: cancellation(table, y=y, direction="bz_to_a")),
     }
+    return attempt(fits, attempts)
+
+
+def attempt(fits: Fits, attempts: dict, not_applicable: str = "not in this sweep's design") -> Fits:
+    """Try each fit of `attempts` (name -> (applies, why not, fit)): a result, or the reason it
+    does not apply or failed in `fits.problems`, and the warnings it raised in `fits.warnings`."""
     for name, (applies, why, fit) in attempts.items():
         if not applies:
-            fits.problems[name] = f"not in this sweep's design ({why})"
+            fits.problems[name] = f"{not_applicable} ({why})"
             continue
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -34,7 +34,15 @@ from interp.sweeps.bootstrap import (
     ols,
     resolve_scheme,
 )
-from interp.sweeps.paper import PAPER_DELTA, PAPER_DELTA_CI, PAPER_DELTA_RANGE, PAPER_FIXED_D, PAPER_FIXED_D_TAU
+from interp.sweeps.paper import (
+    PAPER_DELTA,
+    PAPER_DELTA_CI,
+    PAPER_DELTA_RANGE,
+    PAPER_FIXED_D,
+    PAPER_FIXED_D_TAU,
+    PAPER_LEAD_EXPONENT,
+)
+from interp.sweeps.circuits import CIRCUIT_COLUMNS
 from interp.sweeps.sweep import MEASURES
 
 DIRECTIONS = ("bz_to_a", "a_to_b", "az_to_b", "b_to_a")
@@ -108,8 +116,10 @@ class Selection:
 
 
 def select(table: pd.DataFrame, y: str, xs: list[str], what: str, direction: str | None = None,
-            where: dict | None = None) -> Selection:
-    """Split the runs into used / censored / undefined / not done, refusing what cannot be fitted."""
+            where: dict | None = None, positive: bool = True) -> Selection:
+    """Split the runs into used / censored / undefined / not done, refusing what cannot be fitted.
+    A value must be finite, and positive unless `positive` is False (a y that is not logged,
+    such as a lead share, may be zero or negative)."""
     if not isinstance(table, pd.DataFrame):
         raise InterpError(f"{what}: expected a sweep table (a pandas DataFrame, Sweep.table()), "
                           f"got {type(table).__name__}")
@@ -120,7 +130,10 @@ def select(table: pd.DataFrame, y: str, xs: list[str], what: str, direction: str
             raise InterpError(f"{what}: the sweep table lacks the column {col!r} (is it Sweep.table()?)")
     if y not in table.columns:
         known = [m for m in MEASURES if m in table.columns]
-        raise InterpError(f"{what}: unknown measure {y!r}; the table has the measures: {', '.join(known) or 'none'}")
+        hint = ("; it is a circuit column: Sweep.table(circuits=True), after interp analyze SWEEP"
+                if y in CIRCUIT_COLUMNS else "")
+        raise InterpError(f"{what}: unknown measure {y!r}; the table has the measures: {', '.join(known) or 'none'}"
+                          + hint)
     missing = [c for c in xs if c not in table.columns]
     if missing:
         raise InterpError(f"{what}: the sweep table lacks the column(s) {', '.join(missing)}")
@@ -154,7 +167,7 @@ def select(table: pd.DataFrame, y: str, xs: list[str], what: str, direction: str
     else:
         flag = np.zeros(len(df), bool)
     value = pd.to_numeric(df[y], errors="coerce").to_numpy(float)
-    defined = done & ~flag & np.isfinite(value) & (value > 0)
+    defined = done & ~flag & np.isfinite(value) & ((value > 0) if positive else True)
     df["role"] = np.select([~done, flag, defined], ["not done", "censored", "used"], "undefined")
     df["used"] = df["role"] == "used"
     kept = df[df["role"].isin(["used", "censored"])]
@@ -272,6 +285,8 @@ class PowerLawFit(ResultDisplay):
         """The paper's delta when this fit is the same claim (tau against D)."""
         if self.x == "D" and self.y in ("tau_half", "tau_window"):
             return dict(delta=PAPER_DELTA, ci=list(PAPER_DELTA_CI), d_range=list(PAPER_DELTA_RANGE))
+        if self.x == "k" and self.y == "gap_lead_steps":  # the shuffle gap's lead in steps against K
+            return dict(delta=PAPER_LEAD_EXPONENT)
         return None
 
     def predict(self, x) -> np.ndarray:
@@ -300,8 +315,10 @@ class PowerLawFit(ResultDisplay):
             line += "; " + "; ".join(sens)
         if self.scheme == "over":
             line += " (this scheme under-covers with few points: ~89% measured at 5-6; scheme='residual' ~95%)"
-        if self.paper:
+        if self.paper and "ci" in self.paper:
             line += f"; paper: {PAPER_DELTA} {ci_str(PAPER_DELTA_CI)}"
+        elif self.paper:
+            line += f"; paper: {self.paper['delta']}"
         return line
 
 

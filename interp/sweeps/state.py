@@ -133,7 +133,7 @@ def identity(spec: RunSpec | None) -> dict:
 
 
 MEASURES = ("tau_half", "tau_window", "t_start", "t_end", "plateau_height", "snap_step",
-            "steps_to_acc_cand_99", "steps_to_exact_99")
+            "steps_to_acc_cand_99", "steps_to_exact_99", "gap_onset", "gap_lead", "gap_lead_snap", "gap_lead_steps")
 CENSORABLE = ("tau_half", "tau_window", "snap_step", "steps_to_acc_cand_99", "steps_to_exact_99")
 
 
@@ -149,7 +149,8 @@ def _first_at_least(steps: list[int], values: list[float], threshold: float) -> 
 
 
 def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
-    """Transition times of one run from its metrics log; a finished run that never reached a
+    """Transition times of one run from its metrics log, and the shuffle gap's onset and lead
+    (NaN when dz never exceeds 0.1 nats or tau_half is not reached); a finished run that never reached a
     threshold is censored (flag True, value NaN), never a silent NaN. No run (not started,
     or damaged): every value NaN, nothing censored."""
     from interp.summary import run_summary
@@ -171,6 +172,11 @@ def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
         "plateau_height": summary["plateau_height"], "snap_step": summary["snap_step"],
         "steps_to_acc_cand_99": _first_at_least(series["step"], series["acc_cand"], ACC_THRESHOLD) if has_cand else None,
         "steps_to_exact_99": _first_at_least(series["step"], series["acc_exact"], ACC_THRESHOLD),
+        # the shuffle gap's lead (interp.transition.gap_lead): its first step above 0.1 nats, its
+        # lead as a share of tau_half and of the snap, and in steps before tau_half
+        "gap_onset": summary["gap_onset"], "gap_lead": summary["gap_lead"], "gap_lead_snap": summary["gap_lead_snap"],
+        "gap_lead_steps": (None if summary["gap_onset"] is None or summary["tau_half"] is None
+                           else summary["tau_half"] - summary["gap_onset"]),
     }
     for name, value in values.items():
         out[name] = math.nan if value is None else float(value)

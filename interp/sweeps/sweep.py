@@ -375,13 +375,21 @@ class Sweep:
                 out[name] = ("failed", failed[name])
         return out
 
-    def table(self):
+    def table(self, circuits: bool = False):
         """One row per point (pandas): axis values, K, D, direction, seed, lr, batch size, status,
         error, bases per selector set (n_bases, or task.selector_groups when set), steps run,
         tau_half, tau_window, t_start, t_end, plateau height, snap step, steps to candidate
-        accuracy >= 0.99 and to exact match >= 0.99, wall seconds, and a `censored_<measure>`
-        flag for every measure a finished run never reached (NaN value)."""
+        accuracy >= 0.99 and to exact match >= 0.99, the shuffle gap's onset and lead (gap_onset,
+        gap_lead, gap_lead_snap, gap_lead_steps), wall seconds, and a `censored_<measure>` flag
+        for every measure a finished run never reached (NaN value). With `circuits`, also each
+        run's circuit columns, read from its analysis cache (`interp.sweeps.circuits`: the
+        routing head, its onsets and leads, its ablation effect at tau, the groups above 80% at
+        tau/2, and `circuits_reason` for what cannot be had); this loads torch, the plain table
+        does not."""
         import pandas as pd
+
+        if circuits:
+            from interp.sweeps.circuits import circuit_row
 
         rows = []
         combos = {name: combo for name, _, combo in self.points()}
@@ -395,6 +403,8 @@ class Sweep:
                 row.update(measures(st.run if st.state != "damaged" else None, spec, st.state))
             except InterpError as exc:  # damaged in a way only the summary reads (or since it was examined)
                 row.update(measures(None, spec, "damaged"), status="damaged", error=str(exc))
+            if circuits:
+                row.update(circuit_row(st.run, row["status"], bool(row["censored_tau_half"])))
             rows.append(row)
         df = pd.DataFrame(rows)
         df["steps_run"] = df["steps_run"].astype("Int64")

@@ -15,7 +15,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))
 FINDINGS = sorted(p for p in (ROOT / "analyses").glob("*.py") if not p.name.startswith("_"))
 # the family-level finding scripts read a sweep folder (synthetic here, with a known truth)
 SWEEP_FINDINGS = {"scaling_law.py": "scaling", "fixed_d_control.py": "fixed-d", "noise.py": "noise",
-                  "direction_asymmetry.py": "asymmetry"}
+                  "direction_asymmetry.py": "asymmetry", "lead_family.py": "scaling"}
 EXPECT = {
     "01_load_checkpoint.py": "L0H3: attention from the decision position",
     "02_patch_heads.py": "heads patched at every position",
@@ -33,6 +33,8 @@ EXPECT = {
     "forks.py": "realised update power Gamma",
     "mechanisms.py": "incremental group coverage",
     "06_fork.py": "escape to tau_half",
+    "07_family.py": "routing_head",
+    "lead_family.py": "lead share, mean [95% CI]",
 }
 
 
@@ -77,7 +79,7 @@ def _run(script: Path, *args: str, cwd: Path) -> str:
 
 
 def test_there_are_examples_and_findings():
-    assert len(EXAMPLES) == 6 and len(FINDINGS) == 10
+    assert len(EXAMPLES) == 7 and len(FINDINGS) == 11
     assert set(EXPECT) == {p.name for p in EXAMPLES + FINDINGS}
 
 
@@ -88,6 +90,13 @@ def test_example_runs(script, demo_copy, tmp_path):
         assert EXPECT[script.name] in out and out.count(" done ") == 4
         again = _run(script, str(tmp_path / "sweep"), cwd=tmp_path)  # nothing left to train
         assert again == out
+        return
+    if script.name == "07_family.py":
+        out = _run(script, str(tmp_path / "family"), cwd=tmp_path)
+        assert EXPECT[script.name] in out and "analysed 4 runs" in out and "lead_share:" in out
+        assert "L0H" in out or "L1H" in out  # every run has a routing head
+        again = _run(script, str(tmp_path / "family"), cwd=tmp_path)
+        assert "0 results computed" in again  # every result comes from the runs' caches
         return
     args = [str(demo_copy)] + ([str(tmp_path / "timeline.html")] if script.name == "04_timeline.py" else [])
     if script.name == "06_fork.py":

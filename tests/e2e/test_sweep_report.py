@@ -90,3 +90,25 @@ def test_a_real_sweep_end_to_end(real_sweep, tmp_path, capsys):
     page = tmp_path / "sweep.html"
     assert main(["report", str(real_sweep), "-o", str(page)]) == 0
     _drawn(render(page, tmp_path), {"fig-scaling", "fig-overlay"})
+
+
+def test_the_circuits_of_a_real_sweep_are_drawn_once_it_is_analysed(real_sweep, tmp_path):
+    import shutil
+
+    sweep_dir = tmp_path / "analysed"
+    shutil.copytree(real_sweep, sweep_dir)
+    before = write_sweep_report(Sweep.open(sweep_dir), tmp_path / "before.html")
+    dom = render(before, tmp_path)
+    # the lead needs only the metrics; the routing heads and the ablation need the analysis: a note says so
+    _drawn(dom, {"fig-lead_share", "fig-lead_exponent", "fig-timelines"})
+    assert "fig-routing_heads" not in figures(dom) and "interp analyze SWEEP" in before.read_text()
+    assert main(["analyze", str(sweep_dir), "--workers", "2", "--quiet"]) == 0
+    page = tmp_path / "after.html"
+    assert main(["report", str(sweep_dir), "-o", str(page), "--quiet"]) == 0
+    text = page.read_text()
+    dom = render(page, tmp_path)
+    _drawn(dom, {"fig-lead_share", "fig-lead_exponent", "fig-routing_heads", "fig-ablation_trend", "fig-timelines",
+                 "fig-scaling", "fig-overlay"})
+    assert "routing head's z-share" in figures(dom)["fig-timelines"]  # the analysed runs' z-share is drawn
+    for name in Sweep.open(sweep_dir).table()["run"]:  # each run row still says how to get its own report
+        assert f"<td>{name}</td>" in text and f"interp report {sweep_dir / name} -o" in text

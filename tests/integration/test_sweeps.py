@@ -209,18 +209,10 @@ def test_ls_lists_sweeps_beside_runs(sequential, capsys):
 
 
 def test_without_ray_the_error_says_how_to_install_it(tmp_path, monkeypatch):
-    import builtins
-
     from interp.sweeps import executors
+    from tests.helpers import hide_module
 
-    real = builtins.__import__
-
-    def no_ray(name, *args, **kwargs):
-        if name == "ray":
-            raise ImportError("No module named 'ray'")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_ray)
+    hide_module(monkeypatch, "ray")
     with pytest.raises(InterpError, match=r"pip install -e '.\[ray\]'"):
         executors.run_ray([])
 

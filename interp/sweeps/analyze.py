@@ -1,0 +1,162 @@
+"""`interp analyze SWEEP`: the analysis suite over every finished run of a sweep, on the local
+process pool (the default) or Ray.
+
+Each run is analysed by `interp.analysis.suite.run_suite`, exactly as `interp analyze RUN`
+does, and cached in its own folder, so a second call computes only what is new, a run added
+to the family costs one run's analysis, and a call killed mid-way loses at most the results
+being computed (each cache entry is written atomically). Runs that are not finished (failed,
+running, interrupted, not started, damaged) or censored (they never reached tau_half, so the
+analyses have no tau to place their steps) are named and skipped. The executors are the
+sweep's own (`interp.sweeps.executors`): they decide only where `analyze_point` runs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from interp.errors import InterpError
+from interp.sweeps.executors import check_options, result_of, run_local, run_ray
+
+
+def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int | None = None,
+                  wait: bool | float = False, create: bool = False) -> dict:
+    """Run the suite on one run folder (`request`: only, steps, options, cache). Never raises:
+    returns {"name", "state" (done or failed), "seconds", "error", "computed", "cached",
+    "problems", "notes", "findings"}. `wait` and `create` are the executors' and unused."""
+    import torch
+
+    from interp.analysis.suite import run_suite
+    from interp.runs import Run
+
+    if threads:
+        torch.set_num_threads(threads)
+    began = time.perf_counter()
+    result = {**result_of(Path(folder).name, "done"), "computed": 0, "cached": 0, "problems": [], "notes": [],
+              "findings": {}}
+    try:
+        suite = run_suite(Run.open(folder), only=request.get("only"), steps=request.get("steps"),
+                          options=request.get("options"), device=device, progress=False,
+                          cache=request.get("cache", True))
+        result.update(computed=suite.cache_misses, cached=suite.cache_hits, problems=list(suite.problems),
+                      notes=list(suite.notes), findings=dict(suite.findings))
+    except Exception as exc:  # noqa: BLE001 - a failed run is a result, the others go on
+        result.update(state="failed", error=str(exc) if isinstance(exc, InterpError) else f"{type(exc).__name__}: {exc}")
+    result["seconds"] = round(time.perf_counter() - began, 3)
+    return result
+
+
+@dataclass
+class SweepAnalysis:
+    """What `analyze_sweep` did: one result per analysed run (`analyze_point`'s keys, in the
+    sweep's order) and the runs it skipped, with why."""
+
+    results: list[dict] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def computed(self) -> int:
+        return sum(r.get("computed", 0) for r in self.results)
+
+    @property
+    def cached(self) -> int:
+        return sum(r.get("cached", 0) for r in self.results)
+
+    @property
+    def failed(self) -> list[dict]:
+        return [r for r in self.results if r["state"] != "done"]
+
+    @property
+    def with_problems(self) -> list[dict]:
+        return [r for r in self.results if r.get("problems")]
+
+
+def finished_runs(sweep, table=None) -> tuple[list[str], dict[str, str]]:
+    """The runs to analyse (done and not censored, in the sweep's order) and the others with why."""
+    table = sweep.table() if table is None else table
+    todo, skipped = [], {}
+    for r in table.to_dict("records"):
+        name, status = r["run"], r["status"]
+        if status != "done":
+            why = status + (f": {r['error']}" if isinstance(r.get("error"), str) and r["error"] else "")
+            skipped[name] = why
+        elif r.get("censored_tau_half"):
+            skipped[name] = (f"censored: it never reached tau_half within its {r['steps_run']} steps, so the "
+                             f"analyses have no tau to place their steps")
+        else:
+            todo.append(name)
+    return todo, skipped
+
+
+def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, backend: str = "local",
+                  workers: int = 1, threads: int | None = None, device: str = "cpu", address: str | None = None,
+                  cpus_per_run: int | float = 1, gpus_per_run: int | float = 0, cache: bool = True,
+                  progress: bool = True, table=None) -> SweepAnalysis:
+    """Run the analysis suite (`only`, `steps` and `options` as for `run_suite`) over every
+    finished run of `sweep`, on `backend` ("local": `workers` processes with `threads` torch
+    threads each; "ray": Ray tasks of `cpus_per_run` CPUs). Bad input (an unknown analysis or
+    option, no finished run, Ray not installed) raises InterpError before anything runs; a run
+    whose analysis fails is a result, and the others go on. The local pool's workers import
+    the calling script again: call this under `if __name__ == "__main__":`."""
+    from tqdm.auto import tqdm
+
+    from interp.analysis import registry
+    from interp.analysis.suite import check_options as check_analysis_options
+
+    check_options(backend, workers, threads, cpus_per_run, gpus_per_run)
+    names = registry.parse_only(only)
+    if backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise InterpError("the ray backend needs Ray, an optional extra: pip install -e '.[ray]'") from None
+    todo, skipped = finished_runs(sweep, table)
+    if not todo:
+        counts = ", ".join(f"{n} {s}" for s, n in sweep.counts().items() if n)
+        censored = sum(why.startswith("censored") for why in skipped.values())
+        raise InterpError(f"{sweep.path} has no finished run to analyse ({counts or 'no runs'}"
+                          + (f"; {censored} of the done censored, never reaching tau_half" if censored else "") + ")")
+    entries = [registry.get(n) for n in names]
+    options = dict(options or {})
+    for entry in entries:  # values given as text are parsed as the CLI does, then checked against each run
+        for option in entry.options:
+            for key in (option.dest, option.param):
+                if isinstance(options.get(key), str):
+                    options[key] = option.read(options[key])
+    for name in todo:
+        check_analysis_options(sweep.run(name), entries, options)
+    request = {"only": list(names), "steps": steps, "options": options, "cache": cache}
+    jobs = [(str(sweep.path / name), request) for name in todo]
+    out = SweepAnalysis(skipped=skipped)
+    bar = tqdm(total=len(jobs), desc=f"analyze {sweep.name}", unit="run", disable=not progress, dynamic_ncols=True)
+    for name, why in skipped.items():
+        bar.write(f"interp: skipped {name}: {why}", file=sys.stderr)
+    began = time.perf_counter()
+
+    def on_result(result: dict) -> None:
+        out.results.append(result)
+        if result["state"] != "done":
+            bar.write(f"interp: run failed: {result['name']}: {result.get('error')}", file=sys.stderr)
+        elif progress:
+            bar.write(f"{result['name']}: {result.get('computed', 0)} computed, {result.get('cached', 0)} from "
+                      f"cache, {result['seconds']:.1f} s", file=sys.stderr)
+        for line in result.get("problems") or ():
+            bar.write(f"interp: warning: {result['name']}: {line}", file=sys.stderr)
+        bar.update(1)
+
+    try:
+        if backend == "ray":
+            run_ray(jobs, address=address, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run, device=device,
+                    on_result=on_result, create=False, task=analyze_point)
+        else:
+            run_local(jobs, workers=workers, threads=threads, device=device, on_result=on_result,
+                      on_note=lambda line: bar.write(line, file=sys.stderr), create=False, task=analyze_point)
+    finally:
+        bar.close()
+    order = {name: i for i, name in enumerate(todo)}
+    out.results.sort(key=lambda r: order.get(r["name"], len(order)))
+    out.seconds = time.perf_counter() - began
+    return out

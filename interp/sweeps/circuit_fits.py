@@ -1,0 +1,268 @@
+"""Family-level fits of the circuit claims, on a sweep table with its circuit columns
+(`Sweep.table(circuits=True)`, one row per run), in the form of the scaling fits.
+
+    lead_share      the shuffle gap's lead as a share of tau_half: its mean over the runs and
+                    its trend against log K, each with a bootstrap interval (the author: 0.52 +-
+                    0.14 over K = 3..36, rising from 0.20 at K = 3 to 0.68 at K = 36)
+    lead_exponent   the lead in steps (tau_half - t(dz > 0.1)) against K as a power law (K^2.13)
+    routing_heads   which head routes: counts per head and per K, the share in layer 0
+    ablation_trend  the routing head's ablation effect at tau against log K (the paper: +1.41
+                    nats for zero-ablating L0H3 at K = 10)
+    circuit_fits    every one of them the table allows, with why the others do not apply
+
+The shuffle-gap columns come from the metrics log (the plain table has them); the routing head
+and the ablation effect need each run analysed first (`interp analyze SWEEP`). Only finished
+runs enter; runs that never reached tau_half are censored and counted, never fitted. A lead
+share may be zero or negative (the gap opening after tau_half), so it is fitted on its own
+scale; the lead in steps must be positive for its log axis, and runs where it is not are
+counted as undefined. numpy, pandas and scipy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from interp.display.results import ResultDisplay
+from interp.errors import InterpError
+from interp.seeding import numpy_generator
+from interp.sweeps.bootstrap import N_BOOT, bootstrap, check_level, check_points, mean_ci, method_label, resolve_scheme
+from interp.sweeps.family import Fits, attempt
+from interp.sweeps.fits import ci_str, fmt, jsonable, points_records, power_law, select, sign_of, warn_censored
+from interp.sweeps.paper import (
+    PAPER_ABLATION_AT_TAU,
+    PAPER_ABLATION_K,
+    PAPER_LEAD_SHARE,
+    PAPER_LEAD_SHARE_K,
+    PAPER_LEAD_SHARE_SD,
+    PAPER_ROUTING,
+)
+
+NEEDS_ANALYSIS = "the circuit columns: run interp analyze SWEEP, then Sweep.table(circuits=True)"
+
+
+def _require(table: pd.DataFrame, column: str, what: str) -> None:
+    if not isinstance(table, pd.DataFrame):
+        raise InterpError(f"{what}: expected a sweep table (a pandas DataFrame), got {type(table).__name__}")
+    if column not in table.columns:
+        raise InterpError(f"{what}: the table has no {column!r} column; it needs {NEEDS_ANALYSIS}")
+
+
+# ---------------------------------------------------------------------------- a value against log K
+@dataclass(repr=False)
+class KTrend(ResultDisplay):
+    """A per-run value on its own scale: its mean over the runs with a CI, its mean per K, and
+    its least-squares slope against log K with a bootstrap CI."""
+
+    y: str
+    label: str
+    mean: float
+    mean_ci: tuple[float, float]
+    sd: float
+    slope: float               # change of y per unit of log K
+    ci: tuple[float, float]     # of the slope
+    intercept: float
+    per_k: pd.DataFrame        # k, n, mean, sd, min, max
+    n_used: int
+    n_censored: int
+    n_excluded: int
+    n_undefined: int
+    method: str
+    ci_level: float
+    points: pd.DataFrame
+    censored_runs: list[str]
+    paper_values: dict | None = None
+
+    @property
+    def sign(self) -> str:
+        """"+" or "-" when the slope's CI excludes 0, else "flat"."""
+        return sign_of(self.ci)
+
+    @property
+    def paper(self) -> dict | None:
+        return self.paper_values
+
+    def at(self, k: float) -> float:
+        """The fitted value at K = k."""
+        return float(self.intercept + self.slope * math.log(k))
+
+    def to_dict(self) -> dict:
+        return jsonable(dict(
+            fit="k_trend", y=self.y, label=self.label, mean=self.mean, mean_ci=list(self.mean_ci), sd=self.sd,
+            slope=self.slope, ci=list(self.ci), sign=self.sign, intercept=self.intercept, ci_level=self.ci_level,
+            method=self.method, n_used=self.n_used, n_censored=self.n_censored, n_excluded=self.n_excluded,
+            n_undefined=self.n_undefined, censored_runs=self.censored_runs,
+            per_k=self.per_k.to_dict(orient="records"), paper=self.paper, points=points_records(self.points, ["k", self.y]),
+        ))
+
+    def summary(self) -> str:
+        per_k = ", ".join(f"{int(r.k)}: {fmt(r.mean)}" for r in self.per_k.itertuples())
+        line = (f"{self.label}: mean {self.mean:.3g} {ci_str(self.mean_ci)} (sd {fmt(self.sd)}) over {self.n_used} "
+                f"runs; per K {per_k}; "
+                + (f"slope against log K {self.slope:+.3g} {ci_str(self.ci)} ({self.sign}; {self.method})"
+                   if math.isfinite(self.slope) else self.method))
+        if self.n_censored:
+            line += f", {self.n_censored} censored"
+        if self.n_undefined:
+            line += f", {self.n_undefined} undefined"
+        paper = self.paper or {}
+        if "mean" in paper:
+            line += (f"; paper: {paper['mean']} +- {paper['sd']} over K, "
+                     + ", ".join(f"{k}: {v}" for k, v in paper["per_k"].items()))
+        elif "value" in paper:
+            line += f"; paper: {paper['value']:+} nats at K = {paper['k']} ({paper['head']})"
+        return line
+
+
+def k_trend(table: pd.DataFrame, y: str, label: str, n_boot: int = N_BOOT, ci: float = 0.95, seed: int = 0,
+            scheme: str = "auto", paper: dict | None = None) -> KTrend:
+    """`y`'s mean over the finished runs and its slope against log K, each with a bootstrap CI
+    (the slope: seeds resampled within K when K values have replicates, `interp.sweeps.bootstrap`)."""
+    what = f"{label} against K"
+    check_level(ci, n_boot)
+    sel = select(table, y, ["k"], what, positive=False)
+    warn_censored(sel, what, y)
+    used = sel.used
+    if used.empty:
+        raise InterpError(f"{what}: no finished run has a value of {y} ({sel.n_undefined} undefined, "
+                          f"{len(sel.censored_runs)} censored, {sel.n_excluded} not done)")
+    lx = np.log(used["k"].to_numpy(float))
+    v = used[y].to_numpy(float)
+    try:  # the trend needs 3 values of K (2 with replicate seeds); the mean does not
+        check_points(lx, what, "k", 3)
+    except InterpError as exc:
+        slope = (math.nan, (math.nan, math.nan), math.nan, f"no trend: {exc}")
+    else:
+        sch = resolve_scheme(scheme, lx)
+        boot = bootstrap(lx, v, sch, n_boot, ci, numpy_generator(seed, "bootstrap"))
+        slope = (boot.slope, (boot.lo, boot.hi), boot.intercept, method_label(sch, "k"))
+    mean, lo, hi = mean_ci(v, n_boot, ci, numpy_generator(seed + 1, "bootstrap"))
+    per_k = (used.groupby("k", sort=True)[y].agg(n="count", mean="mean", sd="std", min="min", max="max")
+             .reset_index())
+    return KTrend(y=y, label=label, mean=mean, mean_ci=(lo, hi), sd=float(v.std(ddof=1)) if len(v) > 1 else math.nan,
+                  slope=slope[0], ci=slope[1], intercept=slope[2], per_k=per_k, n_used=len(used),
+                  n_censored=len(sel.censored_runs), n_excluded=sel.n_excluded, n_undefined=sel.n_undefined,
+                  method=slope[3], ci_level=ci, points=sel.points, censored_runs=sel.censored_runs,
+                  paper_values=paper)
+
+
+def lead_share(table: pd.DataFrame, t_loss: str = "half", **kwargs) -> KTrend:
+    """The shuffle gap's lead as a share of t_loss (tau_half, or "snap": the end of tau_window):
+    its mean with a CI, per K, and its trend against log K, beside the author's 0.52 +- 0.14."""
+    if t_loss not in ("half", "snap"):
+        raise InterpError(f"t_loss must be 'half' or 'snap', got {t_loss!r}")
+    y = "gap_lead" if t_loss == "half" else "gap_lead_snap"
+    label = "shuffle-gap lead share" + ("" if t_loss == "half" else " (t_loss = the snap)")
+    paper = dict(mean=PAPER_LEAD_SHARE, sd=PAPER_LEAD_SHARE_SD, per_k=dict(PAPER_LEAD_SHARE_K))
+    return k_trend(table, y, label, paper=paper, **kwargs)
+
+
+def lead_exponent(table: pd.DataFrame, **kwargs):
+    """The lead in steps, tau_half - t(dz > 0.1 nats), against K as a power law (a `PowerLawFit`
+    with x = "k", y = "gap_lead_steps"; the author: K^2.13)."""
+    return power_law(table, x="k", y="gap_lead_steps", **kwargs)
+
+
+def ablation_trend(table: pd.DataFrame, **kwargs) -> KTrend:
+    """The routing head's ablation effect at tau (candidate-loss change, nats) against log K."""
+    _require(table, "ablation_at_tau", "ablation at tau against K")
+    methods = sorted(set(table["ablation_method"].dropna().astype(str))) if "ablation_method" in table else []
+    label = f"{'/'.join(methods) or 'zero'}-ablation effect of the routing head at tau"
+    paper = dict(value=PAPER_ABLATION_AT_TAU, k=PAPER_ABLATION_K, head=PAPER_ROUTING)
+    return k_trend(table, "ablation_at_tau", label, paper=paper, **kwargs)
+
+
+# ---------------------------------------------------------------------------- which head routes
+@dataclass(repr=False)
+class RoutingHeads(ResultDisplay):
+    """Which head routes in each finished, analysed run: counts per head (overall and per K) and
+    the share of runs whose routing head is in layer 0, with a Wilson interval (a bootstrap of a
+    share that is 1 in every run has no width, so it would claim certainty from 3 runs)."""
+
+    counts: pd.DataFrame       # head, layer, runs, then one column per K (runs at that K)
+    n_used: int
+    n_layer0: int
+    share_layer0: float
+    ci: tuple[float, float]
+    ci_level: float
+    n_not_analysed: int
+    modal_head: str
+    runs: pd.DataFrame         # run, k, seed, routing_head, routing_layer
+
+    @property
+    def paper(self) -> dict:
+        return dict(head=PAPER_ROUTING, layer=0, k=PAPER_ABLATION_K)
+
+    def to_dict(self) -> dict:
+        return jsonable(dict(fit="routing_heads", counts=self.counts.to_dict(orient="records"), n_used=self.n_used,
+                              n_layer0=self.n_layer0, share_layer0=self.share_layer0, ci=list(self.ci),
+                              ci_level=self.ci_level, n_not_analysed=self.n_not_analysed, modal_head=self.modal_head,
+                              paper=self.paper, runs=self.runs.to_dict(orient="records")))
+
+    def summary(self) -> str:
+        heads = ", ".join(f"{r.head} {r.runs}" for r in self.counts.itertuples())
+        line = (f"routing head over {self.n_used} runs: {heads}; in layer 0: {self.n_layer0} of {self.n_used} "
+                f"({self.share_layer0:.0%}, {self.ci_level:.0%} CI {ci_str(self.ci, 2)}, Wilson)")
+        if self.n_not_analysed:
+            line += f"; {self.n_not_analysed} finished run(s) not analysed"
+        return line + f"; paper: {PAPER_ROUTING} (layer 0) at K = {PAPER_ABLATION_K}"
+
+
+def wilson(successes: int, n: int, level: float) -> tuple[float, float]:
+    """The Wilson score interval of a proportion."""
+    if n == 0:
+        return math.nan, math.nan
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def routing_heads(table: pd.DataFrame, ci: float = 0.95) -> RoutingHeads:
+    """Counts of the routing head across the finished runs (seeds and K), and the layer-0 share."""
+    what = "routing heads"
+    _require(table, "routing_head", what)
+    if not 0.5 <= ci < 1.0:
+        raise InterpError(f"ci must be a confidence level in [0.5, 1), got {ci}")
+    done = table[table["status"].astype(str) == "done"]
+    if "censored_tau_half" in done:
+        done = done[~done["censored_tau_half"].astype("boolean").fillna(False).to_numpy(bool)]
+    have = done[done["routing_head"].notna()]
+    if have.empty:
+        raise InterpError(f"{what}: no finished run has a routing head; it needs {NEEDS_ANALYSIS}")
+    runs = have[["run", "k", "seed", "routing_head", "routing_layer"]].reset_index(drop=True)
+    runs["routing_layer"] = runs["routing_layer"].astype(int)
+    per_k = pd.crosstab(runs["routing_head"], runs["k"])
+    per_k.columns = [f"k={int(k)}" for k in per_k.columns]
+    counts = (runs.groupby("routing_head").agg(layer=("routing_layer", "first"), runs=("run", "count"))
+              .join(per_k).reset_index().rename(columns={"routing_head": "head"})
+              .sort_values(["runs", "head"], ascending=[False, True]).reset_index(drop=True))
+    n, n0 = len(runs), int((runs["routing_layer"] == 0).sum())
+    return RoutingHeads(counts=counts, n_used=n, n_layer0=n0, share_layer0=n0 / n, ci=wilson(n0, n, ci), ci_level=ci,
+                        n_not_analysed=len(done) - n, modal_head=str(counts["head"].iloc[0]), runs=runs)
+
+
+# ---------------------------------------------------------------------------- all of them
+def circuit_fits(table: pd.DataFrame, n_boot: int = N_BOOT, ci: float = 0.95, seed: int = 0) -> Fits:
+    """Every circuit fit the table allows (the sweep report's circuit sections, `interp analyze
+    SWEEP`): a fit that does not apply is a note in `problems`, never an error."""
+    fits = Fits()
+    table = table[table["status"] != "damaged"]
+    done = table[(table["status"] == "done") & (table["direction"].isin(["bz_to_a", "b_to_a"]))]
+    ks = done["k"].nunique()
+    analysed = "routing_head" in table.columns and done["routing_head"].notna().any()
+    boot = dict(n_boot=n_boot, ci=ci, seed=seed)
+    attempts = {
+        "lead_share": (len(done) >= 2, "needs 2 or more finished runs with a candidate loss",
+                       lambda: lead_share(table, **boot)),
+        "lead_exponent": (ks >= 3, "needs finished runs at 3 or more values of K", lambda: lead_exponent(table, **boot)),
+        "routing_heads": (analysed, f"needs {NEEDS_ANALYSIS}", lambda: routing_heads(table, ci=ci)),
+        "ablation_trend": (analysed and "ablation_at_tau" in table.columns and len(done) >= 2,
+                           f"needs 2 or more finished runs and {NEEDS_ANALYSIS}", lambda: ablation_trend(table, **boot)),
+    }
+    return attempt(fits, attempts, "not in this sweep's design or not analysed")
