@@ -169,7 +169,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 EXECUTOR_FLAGS = ("backend", "workers", "threads_per_run", "address", "cpus_per_run", "gpus_per_run")
 
 
-def add_executor_flags(p: argparse.ArgumentParser, verb: str, defaults: bool = True) -> None:
+def add_executor_flags(p: argparse._ActionsContainer, verb: str, defaults: bool = True) -> None:
     """Where a sweep's runs are trained or analysed: --backend, --workers, --threads-per-run, --address,
     --cpus-per-run, --gpus-per-run. Without `defaults` each is None unless given (so a command that
     also takes a single run can refuse them there)."""

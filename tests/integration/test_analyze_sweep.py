@@ -60,16 +60,20 @@ def _circuits(path: Path) -> pd.DataFrame:
     return table[["run", *CIRCUIT_COLUMNS]].sort_values("run").reset_index(drop=True)
 
 
+@pytest.mark.parametrize("only", [["--only", "circuits"], pytest.param([], marks=pytest.mark.slow)],
+                         ids=["circuits", "the-whole-suite"])
 def test_the_sweep_gives_each_run_the_findings_of_analyze_run_and_a_second_call_computes_nothing(
-        trained, tmp_path, capsys):
+        only, trained, tmp_path, capsys):
     torch.set_num_threads(1)  # the pool's workers run 1 thread each: the same sums
     swept = _copy(trained, tmp_path / "swept")
     alone = _copy(trained, tmp_path / "alone")
-    got = _json(capsys, ["analyze", str(swept), "--json", "--workers", "1", "--threads-per-run", "1"])
+    got = _json(capsys, ["analyze", str(swept), "--json", "--workers", "1", "--threads-per-run", "1", *only])
     assert got["skipped"] == {} and len(got["runs"]) == 4
-    assert all(r["state"] == "done" and r["computed"] > 0 and r["cached"] == 0 for r in got["runs"])
+    # computed afresh (the routing head's sensitivity at the last step is read again from the cache it
+    # was stored in a moment before: one hit per run)
+    assert all(r["state"] == "done" and r["computed"] > 0 and r["cached"] <= 1 for r in got["runs"])
     for result in got["runs"]:
-        own = _json(capsys, ["analyze", str(alone / result["name"]), "--json"])
+        own = _json(capsys, ["analyze", str(alone / result["name"]), "--json", *only])
         assert jsonable(own["findings"]) == jsonable(result["findings"]), result["name"]
     # the circuit columns are those findings, read back from each run's cache
     table = {r["run"]: r for r in got["table"]}
@@ -83,7 +87,7 @@ def test_the_sweep_gives_each_run_the_findings_of_analyze_run_and_a_second_call_
         assert row["groups_above_80_at_half_tau"] == pytest.approx(f["groups_share_above_80_at_half_tau"])
         assert row["gap_lead"] is not None and row["circuits_reason"] is None or "onset" in row["circuits_reason"]
     files = {p: p.stat().st_mtime_ns for p in swept.rglob("cache/**/*.json")}
-    again = _json(capsys, ["analyze", str(swept), "--json", "--workers", "1"])
+    again = _json(capsys, ["analyze", str(swept), "--json", "--workers", "1", *only])
     assert sum(r["computed"] for r in again["runs"]) == 0 and all(r["cached"] > 0 for r in again["runs"])
     assert {p: p.stat().st_mtime_ns for p in swept.rglob("cache/**/*.json")} == files  # nothing written
 
@@ -118,7 +122,8 @@ def test_a_kill_mid_way_then_a_rerun_recomputes_nothing_that_was_cached(trained,
     assert outcome.cached >= len(before) and not outcome.failed
     clean = _copy(trained, tmp_path / "clean")
     analyze_sweep(Sweep.open(clean), progress=False)
-    assert outcome.computed + outcome.cached == sum(1 for _ in clean.rglob("cache/**/*.json"))
+    # each result computed is one cache file: only those missing after the kill were computed
+    assert outcome.computed == sum(1 for _ in clean.rglob("cache/**/*.json")) - len(before)
     pd.testing.assert_frame_equal(_circuits(killed), _circuits(clean))
 
 
@@ -181,6 +186,7 @@ def test_bad_input_is_one_line_with_exit_status_2(tmp_path, capsys, monkeypatch)
     assert "pip install -e '.[ray]'" in line
 
 
+@pytest.mark.slow
 def test_an_analysis_cached_at_only_some_of_its_steps_is_left_out_whole(trained, tmp_path):
     path = _copy(trained, tmp_path / "partial")
     analyze_sweep(Sweep.open(path), only="circuits", progress=False)
