@@ -3,6 +3,7 @@
     python benchmarks/geometry.py                          # demo run, steps 400, 900 and the last, defaults
     python benchmarks/geometry.py --steps 900 --skip-llc
     python benchmarks/geometry.py --robustness             # also n = 1024 vs 2048 and 2048 vs all
+    python benchmarks/geometry.py --before-fast-objective  # the computation before issue 19, for before/after
 
 Each analysis runs at its DEFAULTS (override with the flags) on each step; wall-clock and
 process CPU seconds are reported per (analysis, step) together with the headline numbers
@@ -45,18 +46,26 @@ def main() -> None:
     parser.add_argument("--skip-hessian", action="store_true")
     parser.add_argument("--skip-llc", action="store_true")
     parser.add_argument("--robustness", action="store_true", help="n = 1024 vs 2048 and 2048 vs all at each step")
+    parser.add_argument("--before-fast-objective", action="store_true",
+                        help="the computation before issue 19: TransformerLens's forward for both analyses, "
+                             "no kept gradient graphs (for before/after figures in one sitting)")
     args = parser.parse_args()
+    extra = {}
+    if args.before_fast_objective:
+        llc.fast_objective = lambda model: False
+        extra = {"forward": "hooked", "graph_memory_mb": 0}
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
     run = Run.open(args.run)
     steps = [s for s, _ in select_steps(run, args.steps)]
     out: dict = {"benchmark": "geometry", "run": args.run, "device": args.device,
-                 "threads": torch.get_num_threads(), "hessian": [], "llc": [], "robustness": []}
+                 "threads": torch.get_num_threads(), "before_fast_objective": args.before_fast_objective,
+                 "hessian": [], "llc": [], "robustness": []}
     for step in steps:
         model = run.model(step, device=args.device)
         if not args.skip_hessian:
             res, wall, cpu = _timed(lambda: hessian.at_step(
-                run, step, model=model, n_examples=args.n_examples, k=args.k, device=args.device))
+                run, step, model=model, n_examples=args.n_examples, k=args.k, device=args.device, **extra))
             h = res["hessian"]
             top = h[(h["which"] == "top") & (h["rank"] == 0)].iloc[0]
             bottom = h[(h["which"] == "bottom") & (h["rank"] == 0)].iloc[0]

@@ -2,7 +2,8 @@
 
     python benchmarks/train_throughput.py                        # paper preset, batch 128, CPU
     python benchmarks/train_throughput.py --preset tiny --steps 100 --device cuda
-    python benchmarks/train_throughput.py --no-compile           # eager only
+    python benchmarks/train_throughput.py --no-compile           # eager only (and the bf16 column)
+    python benchmarks/train_throughput.py --no-bf16              # without the bf16 column
     python benchmarks/train_throughput.py --preset tiny --logging-only   # only the logging's cost
 
 Times the same inner loop `interp.train` runs (batch sampling, forward, backward, AdamW,
@@ -11,6 +12,12 @@ The compiled loop's first step (the compile) is timed on its own. The FLOP bound
 step's matrix-product FLOPs (6 x matmul parameters x tokens, plus attention) over the rate a
 large float32 matrix product reaches here with the same threads. It also checks that eager
 and compiled training agree: the largest weight difference after the timed steps.
+
+The bf16 column trains eager under `--precision bf16` (`interp.precision`: bfloat16 autocast,
+float32 master weights and AdamW) against its own bound: the same FLOPs over a bfloat16 matrix
+product's rate. The goal (issue 19): at least 1.8x faster than float32 eager on the paper preset,
+and within 1.5x of that bound. On a device without bfloat16 units it is skipped unless
+INTERP_BF16_EMULATION=1 (then flagged "emulated").
 
 The cost of the metrics log's gradient columns (`interp.steps.GradientLog`: ||g_B||^2 summed on
 the device at every step) is measured on `interp.steps.MinibatchStep` itself, eager, with and
@@ -35,6 +42,7 @@ from interp.presets import preset
 from interp.seeding import torch_generator
 from interp.task import VOCAB_SIZE, Task
 from interp.steps import GradientLog, MinibatchStep, build_optimizer
+from interp.precision import bf16_hardware, emulation_allowed, training_forward
 from interp.train import compiled
 
 
@@ -46,9 +54,9 @@ def step_flops(spec, batch: int) -> float:
     return 3 * 2 * per_token * batch * n_ctx
 
 
-def matmul_rate(device: str, size: int = 2048, repeats: int = 10) -> float:
-    """GFLOP/s of a large float32 matrix product on `device`."""
-    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+def matmul_rate(device: str, size: int = 2048, repeats: int = 10, dtype: torch.dtype = torch.float32) -> float:
+    """GFLOP/s of a large matrix product of `dtype` on `device`."""
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
     for _ in range(3):
         a @ b
     if device.startswith("cuda"):
@@ -61,10 +69,11 @@ def matmul_rate(device: str, size: int = 2048, repeats: int = 10) -> float:
     return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
 
 
-def timed_loop(spec, batch: int, device: str, compile_it: bool, warmup: int, steps: int) -> dict:
+def timed_loop(spec, batch: int, device: str, compile_it: bool, warmup: int, steps: int,
+               precision: str = "float32") -> dict:
     task = Task.generate(spec.task, spec.seed)
     model = build_model(spec.model, task.layout.length, VOCAB_SIZE, seed=spec.seed, device=device)
-    forward = compiled(model) if compile_it else model
+    forward = training_forward(compiled(model) if compile_it else model, precision, device)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
     gen = torch_generator(spec.seed, "batches")
     tokens = task.tokens.to(device)
@@ -96,6 +105,24 @@ def timed_loop(spec, batch: int, device: str, compile_it: bool, warmup: int, ste
             "steps_per_second": round(steps / seconds, 2), "params": {n: p.detach().clone()
                                                                       for n, p in model.named_parameters()},
             "n_params": count_params(model)}
+
+
+def bf16_column(spec, batch: int, args, flops: float, eager: dict) -> dict:
+    """Eager training under --precision bf16 against float32 eager and the bf16 FLOP bound (the
+    step's FLOPs over a bfloat16 matrix product's rate). Where the device has no bfloat16 units
+    bf16 is emulated: measured only with INTERP_BF16_EMULATION=1, and flagged."""
+    hardware, found = bf16_hardware(args.device)
+    if not hardware and not emulation_allowed():
+        return {"skipped": f"no bfloat16 matrix units ({found}); set INTERP_BF16_EMULATION=1 to time the emulation"}
+    # emulated bf16 products run at 1-2 GFLOP/s on a 2-core AVX2 CPU: a smaller product tells the rate
+    rate = matmul_rate(args.device, dtype=torch.bfloat16, **({} if hardware else {"size": 512, "repeats": 3}))
+    bound = 1000 * flops / (rate * 1e9)
+    run = timed_loop(spec, batch, args.device, False, args.warmup, args.steps, precision="bf16")
+    diff = max(float((run["params"][n] - eager["params"][n]).abs().max()) for n in eager["params"])
+    return {"hardware": found, "emulated": not hardware, "matmul_gflops": round(rate, 1),
+            "flop_bound_ms_per_step": round(bound, 1), "ms_per_step": run["ms_per_step"],
+            "first_step_s": run["first_step_s"], "speedup_vs_float32_eager": round(eager["ms_per_step"] / run["ms_per_step"], 2),
+            "times_bound": round(run["ms_per_step"] / bound, 2), "max_weight_diff_vs_float32": diff}
 
 
 def logging_cost(spec, batch: int, device: str, warmup: int, steps: int, blocks: int = 4) -> dict:
@@ -162,6 +189,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-compile", action="store_true", help="time eager training only")
+    parser.add_argument("--no-bf16", action="store_true", help="skip the bf16 column (--precision bf16, eager)")
     parser.add_argument("--logging-only", action="store_true",
                         help="time only the gradient logging's cost (with / without, and alone)")
     parser.add_argument("--nondeterministic", action="store_true",
@@ -194,6 +222,8 @@ def main() -> None:
         out["compiled"] = {k: v for k, v in comp.items() if k not in ("params", "n_params")}
         out["compiled"]["max_weight_diff_vs_eager"] = diff
         out["compiled"]["speedup"] = round(eager["ms_per_step"] / comp["ms_per_step"], 2)
+    if not args.no_bf16:
+        out["bf16"] = bf16_column(spec, batch, args, flops, eager)
     out["logging"] = logging_cost(spec, batch, args.device, args.warmup, args.steps)
     out.update({"machine": platform.machine(), "torch": torch.__version__})
     print(json.dumps(out))

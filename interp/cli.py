@@ -47,10 +47,10 @@ def _optional(kind):
 
 def _add_override_flags(parser: argparse.ArgumentParser) -> None:
     """One --flag per spec field (`--k`, `--n-bases`, `--lr`, `--d-model`, ...)."""
-    from interp.spec import ACT_FNS, CHECKPOINT_DTYPES, DIRECTIONS, SCHEDULES, ModelSpec, TaskSpec, TrainSpec
+    from interp.spec import ACT_FNS, CHECKPOINT_DTYPES, DIRECTIONS, PRECISIONS, SCHEDULES, ModelSpec, TaskSpec, TrainSpec
 
     choices = {"direction": list(DIRECTIONS), "schedule": list(SCHEDULES), "act_fn": list(ACT_FNS),
-               "checkpoint_dtype": list(CHECKPOINT_DTYPES)}
+               "checkpoint_dtype": list(CHECKPOINT_DTYPES), "precision": list(PRECISIONS)}
     types = {"int": int, "float": float, "str": str, "int | None": _optional(int),
              "float | None": _optional(float)}
     parser.add_argument("--seed", type=int, help="one seed for data, initialisation and batch order")

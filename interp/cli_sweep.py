@@ -107,10 +107,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise InterpError("give the sweep folder: interp sweep SWEEP_FOLDER, or --out SWEEP_FOLDER to create one")
     if target and args.out and Path(args.out) != Path(target[0]):
         raise InterpError("give the sweep folder once (either as the argument or as --out)")
+    from interp.precision import check_precision
+
     if defines or not Sweep.is_sweep(folder):
-        sweep = Sweep.create(folder, _sweep_spec(args))
+        spec = _sweep_spec(args)
+        for _, point, _ in spec.runs():
+            check_precision(point.train.precision, device)
+        sweep = Sweep.create(folder, spec)
     else:
         sweep = Sweep.open(folder)
+        for _, point, _ in sweep.points():
+            check_precision(point.train.precision, device)
     n = len(sweep.points())
     print(f"sweep {sweep.path}: {n} runs ({args.backend}"
           + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)

@@ -67,7 +67,11 @@ def available_bytes(device: str) -> int | None:
 
 
 def check_fits(spec: RunSpec, device: str) -> None:
-    """Refuse a run whose estimated training memory exceeds what `device` has."""
+    """Refuse a run whose estimated training memory exceeds what `device` has, or whose
+    precision `device` has no units for (`interp.precision.check_precision`)."""
+    from interp.precision import check_precision
+
+    check_precision(spec.train.precision, device)
     need, have = training_bytes(spec), available_bytes(device)
     if have is not None and need > have:
         gib = 1024**3

@@ -34,6 +34,7 @@ DIRECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
 ACT_FNS = ("gelu", "gelu_new", "relu", "silu")
 SCHEDULES = ("constant", "cosine")
 CHECKPOINT_DTYPES = ("float32", "float16", "bfloat16")
+PRECISIONS = ("float32", "bf16")  # the training step's arithmetic (interp.precision)
 
 
 # ---------------------------------------------------------------------------- checks shared by the specs
@@ -258,6 +259,9 @@ class TrainSpec:
     # to float tolerance, not bit for bit, hence part of the spec)
     save_optimizer: bool = False  # keep the optimizer-complete state beside every checkpoint (states/), so
     # forks start from it without a replay; about 3x a float32 checkpoint each
+    precision: str = "float32"  # "bf16": the training step's forward and backward under bfloat16 autocast
+    # (float32 master weights, AdamW state, evaluation and checkpoints; interp.precision); omitted
+    # from to_dict when "float32"
 
     def validate(self) -> None:
         check_int("steps", self.steps, minimum=1)
@@ -281,6 +285,8 @@ class TrainSpec:
             _check_bool(name, getattr(self, name))
         if self.schedule not in SCHEDULES:
             raise InterpError(f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+        if self.precision not in PRECISIONS:
+            raise InterpError(f"unknown precision {self.precision!r}; allowed: {', '.join(PRECISIONS)}")
         if self.checkpoint_dtype not in CHECKPOINT_DTYPES:
             raise InterpError(
                 f"unknown checkpoint_dtype {self.checkpoint_dtype!r}; allowed: {', '.join(CHECKPOINT_DTYPES)}"
@@ -296,6 +302,14 @@ class TrainSpec:
         progress = min(1.0, (step - self.warmup_steps) / span)
         floor = self.min_lr_ratio * self.lr
         return floor + (self.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    def to_dict(self) -> dict:
+        """The fields as a dict; `precision` only when not "float32", so the specs (and their
+        hashes) of runs made before the option existed are unchanged."""
+        out = dataclasses.asdict(self)
+        if out["precision"] == "float32":
+            del out["precision"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> TrainSpec:
@@ -324,7 +338,7 @@ class RunSpec:
     def to_dict(self) -> dict:
         """What run.json stores and `spec_sha256` hashes (each section's own `to_dict`)."""
         return {"seed": self.seed, "task": self.task.to_dict(), "model": self.model.to_dict(),
-                "train": dataclasses.asdict(self.train)}
+                "train": self.train.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict) -> RunSpec:

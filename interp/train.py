@@ -36,6 +36,7 @@ from interp.model import build_model, to_device
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.spec import TrainSpec
+from interp.precision import check_precision, training_forward
 from interp.steps import MinibatchStep, build_optimizer, compiled
 from interp.task import VOCAB_SIZE, Task
 from interp.transition import LEAVE_FRACTION, SNAP_FRACTION
@@ -120,6 +121,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     task = run.task
     log_k = task.log_k
     layout = task.layout
+    check_precision(tspec.precision, device)
     if resume is _UNSET:
         resume = run.load_resume()
     try:
@@ -134,7 +136,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
         raise
     batch_gen = torch_generator(spec.seed, "batches")
     eval_idx, eval_alt = eval_subset(task, tspec, spec.seed)
-    forward = compiled(model) if tspec.compile else model
+    forward = training_forward(compiled(model) if tspec.compile else model, tspec.precision, device)
     optimizer = _build_optimizer(model, tspec)
     start = 0 if resume is None else resume.step
     base_seconds = 0.0
@@ -161,7 +163,8 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
         base_seconds = float(resume.extra.get("wall_seconds", 0.0))
     lr_scale = 1.0 if run.fork is None else tspec.lr / run.fork["parent_lr"]
     run.record_training({"from_step": start, "device": torch.device(device).type,
-                         "threads": torch.get_num_threads(), "compile": tspec.compile})
+                         "threads": torch.get_num_threads(), "compile": tspec.compile,
+                         **({} if tspec.precision == "float32" else {"precision": tspec.precision})})
     # a torn last line (a crash mid-write) and rows after the resume point are dropped
     run.rewrite_metrics(start if resume is not None else -1)
     run.clear_status()
@@ -306,6 +309,8 @@ def prepare_resume(path, overrides: dict, device: str):
         new_spec = run.spec.override(steps=steps)
         new_spec.validate()
         check_fits(new_spec, device)
+    else:
+        check_precision(run.spec.train.precision, device)
     run.acquire()
     try:
         run.task  # noqa: B018 - regenerated and checked against its stored hash now, not after a write

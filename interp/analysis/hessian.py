@@ -4,8 +4,10 @@ The objective is `interp.metrics.batch_loss` (mean cross-entropy over the output
 fixed sample of n training examples drawn from the run's "hessian" random stream. Its
 Hessian is never formed: ARPACK's Lanczos (`scipy.sparse.linalg.eigsh`, which="LA" for the
 top k and which="SA" for the bottom k) runs on a `LinearOperator` whose matvec is a
-Hessian-vector product (double backward, chunked over the sample, chunk sums accumulated in
-float64). Each eigenpair is checked by recomputing Hv: residual = ||Hv - lambda v||.
+Hessian-vector product (double backward through `interp.fastpath.objective` where the fast path
+supports the model, chunked over the sample, chunk sums accumulated in float64; each chunk's
+gradient graph is kept between products within `graph_memory_mb`). Each eigenpair is checked
+by recomputing Hv: residual = ||Hv - lambda v||.
 
 Quantities (eigenvalues in nats per squared parameter unit):
 - lambda_max, lambda_min: the extreme eigenvalues; lambda_min < 0 means a saddle;
@@ -20,28 +22,25 @@ Quantities (eigenvalues in nats per squared parameter unit):
 
 `restrict` computes the Hessian block of a subset of parameters (one head's slices, a layer,
 the MLPs, ...; the grammar of `interp.analysis.params`): the other parameters stay fixed at
-the checkpoint. The eigensolver is `interp.analysis.lanczos`.
+the checkpoint. The eigensolver is `interp.analysis.lanczos`, the operator `interp.analysis.hvp`.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from torch.func import functional_call
 
 from interp.analysis import registry
 from interp.analysis.common import head_name, select_steps, steps_progress
+from interp.analysis.hvp import OPERATOR_DEFAULTS, HessianOperator, moved
 from interp.analysis.lanczos import MAXITER, TOL, both_ends, extreme_eigenpairs
-from interp.analysis.params import component_of, component_order, part_rank, selection
+from interp.analysis.params import component_of, component_order, part_rank
 from interp.errors import InterpError
-from interp.metrics import batch_loss
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import Task
@@ -49,163 +48,19 @@ from interp.task import Task
 DEFAULTS: dict = {
     "n_examples": None,  # None: the whole training set (the extremes are not sample-robust below it)
     "k": 1,  # eigenpairs from each end of the spectrum
-    "chunk_size": 256,  # examples per double-backward pass (bounds memory)
     "tol": TOL,  # ARPACK's relative tolerance on each Ritz pair
     "maxiter": MAXITER,  # ARPACK restarts before giving up (the row is then flagged)
-    "dtype": "float32",  # precision of the model during the HVP; sums are always float64
     "method": "both",  # "both": one ARPACK run for both ends (which="BE"); "separate": "LA" then "SA"
     "restrict": None,  # None: every parameter; else components (interp.analysis.params)
+    **OPERATOR_DEFAULTS,  # chunk_size, dtype, forward, product, graph_memory_mb (interp.analysis.hvp)
 }
 METHODS = ("both", "separate")
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 HESSIAN_COLUMNS = (
     "step", "which", "rank", "eigenvalue", "residual", "converged", "n_matvec",
     "lambda_max", "lambda_min", "anisotropy", "grad_norm", "cos_grad_vmin", "loss",
     "n_examples", "n_params", "restrict",
 )
 ESCAPE_COLUMNS = ("step", "component", "part", "layer", "head", "mass")
-
-
-# ---------------------------------------------------------------------------- the operator
-@contextmanager
-def _deterministic():
-    """Deterministic kernels (the CPU's embedding backward otherwise sums in a thread-dependent order)."""
-    was = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(was)
-
-
-def _as_dtype(model: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """`model` itself if it already has `dtype`, else a converted copy (the caller's model is untouched)."""
-    if next(model.parameters()).dtype == dtype:
-        return model
-    other = copy.deepcopy(model)
-    try:
-        return other.to(dtype, print_details=False)
-    except TypeError:  # not a HookedTransformer
-        return other.to(dtype)
-
-
-def _moved(model: nn.Module, device: str) -> nn.Module:
-    """A copy of `model` on `device` (the caller's model stays where it is)."""
-    other = copy.deepcopy(model)
-    try:
-        return other.to(device, print_details=False)
-    except TypeError:  # not a HookedTransformer
-        return other.to(device)
-
-
-class HessianOperator:
-    """Hessian-vector products of the mean output cross-entropy on a fixed token sample.
-
-    Vectors live in the selected subspace (see `selection`), as float64 on the CPU. Products
-    are double backward passes over chunks of `chunk_size` examples; each chunk's product is
-    weighted by its share of the sample and summed in float64.
-    """
-
-    def __init__(
-        self,
-        model: nn.Module,
-        tokens: Int[Tensor, "n seq"],
-        loss_pos: tuple[int, ...],
-        restrict: str | Sequence[str] | None = None,
-        chunk_size: int = DEFAULTS["chunk_size"],
-        dtype: str = DEFAULTS["dtype"],
-    ):
-        if dtype not in DTYPES:
-            raise InterpError(f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPES)}")
-        if not isinstance(chunk_size, int) or chunk_size < 1:
-            raise InterpError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-        if len(tokens) < 1:
-            raise InterpError("the Hessian needs at least one example")
-        self.model = _as_dtype(model, DTYPES[dtype]).eval()
-        self.device = next(self.model.parameters()).device
-        self.tokens = tokens.to(self.device)
-        self.loss_pos = loss_pos
-        self.chunk_size = chunk_size
-        self.sel = selection(self.model, restrict)
-        self.base = {n: p.detach() for n, p in self.model.named_parameters()}
-        self.names = list(self.sel.index)
-        self.sizes = [self.base[n].numel() if i is None else len(i) for n, i in self.sel.index.items()]
-        self.dim = sum(self.sizes)
-        self.n_matvec = 0
-
-    # -- vectors <-> parameter tensors
-    def _split(self, v: Float[Tensor, " p"]) -> list[Tensor]:
-        """A subspace vector as full-shape tangents of the selected tensors (zeros elsewhere)."""
-        out = []
-        for (name, idx), part in zip(self.sel.index.items(), v.split(self.sizes)):
-            p = self.base[name]
-            part = part.to(self.device, p.dtype)
-            if idx is None:
-                out.append(part.view(p.shape))
-            else:
-                full = torch.zeros(p.numel(), dtype=p.dtype, device=self.device)
-                full[idx.to(self.device)] = part
-                out.append(full.view(p.shape))
-        return out
-
-    def _join(self, tensors: Sequence[Tensor]) -> Float[Tensor, " p"]:
-        parts = []
-        for (name, idx), t in zip(self.sel.index.items(), tensors):
-            flat = t.reshape(-1)
-            parts.append(flat if idx is None else flat[idx.to(flat.device)])
-        return torch.cat(parts).to("cpu", torch.float64)
-
-    def _chunks(self) -> Iterable[tuple[Tensor, float]]:
-        n = len(self.tokens)
-        for start in range(0, n, self.chunk_size):
-            chunk = self.tokens[start : start + self.chunk_size]
-            yield chunk, len(chunk) / n
-
-    def _loss(self, leaves: dict[str, Tensor], tokens: Tensor) -> Tensor:
-        params = {**self.base, **leaves}
-        return batch_loss(lambda x: functional_call(self.model, params, (x,)), tokens, self.loss_pos)
-
-    def _leaves(self) -> dict[str, Tensor]:
-        return {n: self.base[n].clone().requires_grad_(True) for n in self.names}
-
-    # -- products
-    def hvp(self, v: Float[Tensor, " p"]) -> Float[Tensor, " p"]:
-        """H v for a vector of the selected subspace (float64 in, float64 out)."""
-        if v.shape != (self.dim,):
-            raise InterpError(f"HVP: expected a vector of {self.dim} entries, got shape {tuple(v.shape)}")
-        tangents = self._split(v)
-        total = torch.zeros(self.dim, dtype=torch.float64)
-        with _deterministic():
-            for chunk, weight in self._chunks():
-                leaves = self._leaves()
-                inputs = list(leaves.values())
-                grads = torch.autograd.grad(self._loss(leaves, chunk), inputs, create_graph=True,
-                                            allow_unused=True)
-                dot = sum((g * t).sum() for g, t in zip(grads, tangents) if g is not None)
-                hv = torch.autograd.grad(dot, inputs, allow_unused=True)
-                hv = [torch.zeros_like(x) if h is None else h for h, x in zip(hv, inputs)]
-                total += weight * self._join(hv)
-        self.n_matvec += 1
-        return total
-
-    def gradient(self) -> tuple[Float[Tensor, " p"], float]:
-        """Gradient of the objective in the selected subspace, and the objective itself (nats)."""
-        total = torch.zeros(self.dim, dtype=torch.float64)
-        loss = 0.0
-        with _deterministic():
-            for chunk, weight in self._chunks():
-                leaves = self._leaves()
-                value = self._loss(leaves, chunk)
-                grads = torch.autograd.grad(value, list(leaves.values()), allow_unused=True)
-                grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves.values())]
-                total += weight * self._join(grads)
-                loss += weight * float(value.detach())
-        return total, loss
-
-    def matvec(self, x: np.ndarray) -> np.ndarray:
-        """The numpy matvec ARPACK calls."""
-        v = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64).reshape(-1))
-        return self.hvp(v).numpy()
 
 
 # ---------------------------------------------------------------------------- escape mass
@@ -287,17 +142,21 @@ def spectrum(
     maxiter: int | None = DEFAULTS["maxiter"],
     dtype: str = DEFAULTS["dtype"],
     method: str = DEFAULTS["method"],
+    forward: str = DEFAULTS["forward"],
+    product: str = DEFAULTS["product"],
+    graph_memory_mb: int | float = DEFAULTS["graph_memory_mb"],
 ) -> dict:
     """Top and bottom eigenpairs, gradient and escape masses of one model on `tokens` (no run needed)."""
     if method not in METHODS:
         raise InterpError(f"unknown method {method!r}; allowed: {', '.join(METHODS)}")
-    op = HessianOperator(model, tokens, loss_pos, restrict, chunk_size, dtype)
+    op = HessianOperator(model, tokens, loss_pos, restrict, chunk_size, dtype, forward, product, graph_memory_mb)
     v0 = start_vector(seed, op.dim)
     if method == "both":
         top, bottom = both_ends(op.matvec, op.dim, k, v0=v0, tol=tol, maxiter=maxiter)
     else:
         top = extreme_eigenpairs(op.matvec, op.dim, k, "LA", v0=v0, tol=tol, maxiter=maxiter)
         bottom = extreme_eigenpairs(op.matvec, op.dim, k, "SA", v0=v0, tol=tol, maxiter=maxiter)
+    op.release()
     g, loss = op.gradient()
     g_norm = float(g.norm())
     v_min = torch.from_numpy(bottom.vectors[:, 0].copy())
@@ -339,6 +198,9 @@ def at_step(
     maxiter: int | None = DEFAULTS["maxiter"],
     dtype: str = DEFAULTS["dtype"],
     method: str = DEFAULTS["method"],
+    forward: str = DEFAULTS["forward"],
+    product: str = DEFAULTS["product"],
+    graph_memory_mb: int | float = DEFAULTS["graph_memory_mb"],
 ) -> dict[str, pd.DataFrame]:
     """Hessian extremes and escape masses of the checkpoint at `step`.
 
@@ -348,7 +210,8 @@ def at_step(
       n_examples    size of the fixed sample from the "hessian" stream (None: all D examples).
       k             eigenpairs from each end; restrict: None (all parameters) or components
                     ("L0H3", "L0", "L0.mlp", "mlp", "attn", "embed", "unembed", "ln", lists).
-      chunk_size, tol, maxiter, dtype, method: see DEFAULTS.
+      chunk_size, tol, maxiter, dtype, method, forward, product, graph_memory_mb: see DEFAULTS
+                    (the last three change the time and memory, not the numbers beyond float rounding).
     Returns {"hessian": ..., "hessian_escape": ...}:
       hessian: one row per eigenpair: step, which ("top"/"bottom"), rank (0 = most extreme),
         eigenvalue (nats / param^2), residual (||Hv - lambda v||, same unit), converged (bool),
@@ -367,9 +230,10 @@ def at_step(
     if model is None:
         model = run.model(step, device=device)
     elif next(model.parameters()).device != torch.device(device):
-        model = _moved(model, device)
+        model = moved(model, device)
     res = spectrum(model, task.tokens[idx], task.layout.loss_pos, k=k, restrict=restrict, seed=run.spec.seed,
-                   chunk_size=chunk_size, tol=tol, maxiter=maxiter, dtype=dtype, method=method)
+                   chunk_size=chunk_size, tol=tol, maxiter=maxiter, dtype=dtype, method=method,
+                   forward=forward, product=product, graph_memory_mb=graph_memory_mb)
     rows = []
     for ext, label in ((res["top"], "top"), (res["bottom"], "bottom")):
         for rank in range(k):

@@ -47,6 +47,7 @@ from torch import Tensor, nn
 from interp.analysis import params, registry
 from interp.analysis.common import head_name, select_steps, steps_progress
 from interp.errors import InterpError
+from interp.fastpath.objective import example_losses, fast_objective
 from interp.runs import Run
 from interp.seeding import torch_generator
 
@@ -125,8 +126,13 @@ def output_token_loss(
 ) -> Float[Tensor, "b seq-1"]:
     """Each example's mean output cross-entropy, broadcast over devinterp's [batch, seq - 1] shape.
 
-    The mean over the result (devinterp's reduction) equals `interp.metrics.batch_loss`.
+    The mean over the result (devinterp's reduction) equals `interp.metrics.batch_loss`. Computed
+    by `interp.fastpath.objective` (only what the loss reads) where the fast path supports the
+    model and no hook is attached; by the model's own forward otherwise.
     """
+    if fast_objective(model):
+        per_example = example_losses(model, input_ids, loss_pos)
+        return per_example.unsqueeze(1).expand(-1, input_ids.shape[1] - 1)
     first, last = loss_pos[0], loss_pos[-1]
     logits = model(input_ids[:, : last + 1])[:, first : last + 1]
     targets = input_ids[:, first + 1 : last + 2]

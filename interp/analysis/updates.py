@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pandas as pd
@@ -32,6 +31,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.analysis.common import over_steps
+from interp.analysis.hvp import deterministic
 from interp.errors import InterpError
 from interp.forks.adamw import adamw_math
 from interp.metrics import batch_loss
@@ -60,17 +60,6 @@ class UpdateState:
     @property
     def params(self) -> list[Tensor]:
         return [p for group in self.optimizer.param_groups for p in group["params"]]
-
-
-@contextmanager
-def _deterministic():
-    """Deterministic kernels (the CPU's embedding backward otherwise sums in a thread-dependent order)."""
-    was = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(was)
 
 
 # ---------------------------------------------------------------------------- the updates
@@ -137,7 +126,7 @@ def adamw_updates(st: UpdateState, grads: list[Tensor]) -> Float[Tensor, "n para
 
 def clean_update(st: UpdateState) -> Float[Tensor, " params"]:
     """s: the update the full-training-set gradient would take from the state."""
-    with _deterministic():
+    with deterministic():
         g = full_gradient(st)
     return adamw_updates(st, [x.unsqueeze(0) for x in g])[0]
 
@@ -147,7 +136,7 @@ def update_pairs(st: UpdateState, idx: Int[Tensor, "draws 2 batch"], chunk_pairs
     """The paired updates of the minibatches `idx`, a chunk of pairs at a time."""
     for lo in range(0, idx.shape[0], chunk_pairs):
         part = idx[lo : lo + chunk_pairs]
-        with _deterministic():
+        with deterministic():
             grads = minibatch_gradients(st, part.reshape(-1, part.shape[-1]))
         yield adamw_updates(st, grads).view(part.shape[0], 2, -1)
 

@@ -7,7 +7,8 @@ Two facts make interventions cheap:
   output position (the decision position) is needed.
 
 `BaseCache` holds a base run's residual stream, keys, values and head outputs (z) on inputs
-truncated at the output position (recorded by TransformerLens's own `run_with_cache`).
+truncated at the output position (recorded by the block itself; by TransformerLens's own
+`run_with_cache` when a hook is attached).
 `resume_from_resid` and `resume_from_z` take a modified residual stream (or head outputs) for
 positions p_from..T-1 at one layer and return the logits at the last position, reusing the
 cache for everything else; `resume_from_z_at` changes head outputs at one position only.
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.fastpath.block import after_attention, attention, unembed
-from interp.fastpath.support import check_supported
+from interp.fastpath.block import after_attention, attention, embed, unembed
+from interp.fastpath.support import check_supported, has_active_hooks
 
 
 @dataclass
@@ -33,7 +34,7 @@ class BaseCache:
     k: list[Tensor]  # [N, T, H, d_head]
     v: list[Tensor]
     z: list[Tensor]
-    logits: Tensor  # [N, vocab] at the last position
+    logits: Tensor | None  # [N, vocab] at the last position
 
 
 def _act_name(kind: str, layer: int) -> str:
@@ -43,13 +44,32 @@ def _act_name(kind: str, layer: int) -> str:
 
 
 def base_cache(model: nn.Module, tokens: Int[Tensor, "n seq"]) -> BaseCache:
-    """Run `tokens` once through TransformerLens, keeping only the hooks a resumed forward reads."""
+    """Run `tokens` once, keeping what a resumed forward reads: by the fast path's block (the
+    same computation as TransformerLens's forward) when no hook is attached, else through
+    TransformerLens's `run_with_cache`, so that attached hooks act as they would there."""
     check_supported(model)
+    if not has_active_hooks(model):
+        return _recorded(model, tokens)
     n_layers = model.cfg.n_layers
     wanted = {_act_name(kind, layer) for layer in range(n_layers) for kind in ("resid_pre", "k", "v", "z")}
     logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
     get = lambda kind: [cache[_act_name(kind, layer)] for layer in range(n_layers)]  # noqa: E731
     return BaseCache(get("resid_pre"), get("k"), get("v"), get("z"), logits[:, -1])
+
+
+def _recorded(model: nn.Module, tokens: Int[Tensor, "n seq"]) -> BaseCache:
+    """The base run by the fast path's block: residual stream, keys, values and z per layer."""
+    resid = embed(model, tokens).unsqueeze(1)  # [n, 1, T, d_model]: one sequence per past
+    cache = BaseCache([], [], [], [], None)
+    for block in model.blocks:
+        z, k, v = attention(block, resid)
+        cache.resid_pre.append(resid[:, 0])
+        cache.k.append(k[:, 0])
+        cache.v.append(v[:, 0])
+        cache.z.append(z[:, 0])
+        resid = after_attention(block, resid, z)
+    cache.logits = unembed(model, resid[:, 0, -1])
+    return cache
 
 
 def _continue(

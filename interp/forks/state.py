@@ -45,6 +45,9 @@ def check_replayable(run, start: int, step: int) -> None:
             raise InterpError(f"{run.path} was trained with {s['threads']} CPU threads (steps from "
                               f"{s.get('from_step', 0)}), this process uses {threads}: a replay is bit-exact only "
                               f"at the same thread count; use --threads {s['threads']} (torch.set_num_threads)")
+        if s.get("precision", "float32") != run.spec.train.precision:
+            raise InterpError(f"{run.path}: a training session ran with precision {s.get('precision', 'float32')}, "
+                              f"its spec says {run.spec.train.precision}: it cannot be replayed")
         if s.get("compile", False) != run.spec.train.compile:
             raise InterpError(f"{run.path}: a training session ran with compile={s.get('compile')}, its spec says "
                               f"{run.spec.train.compile}: it cannot be replayed")
@@ -95,6 +98,7 @@ def replay(run, start_state, step: int, progress: bool = False):
     from interp.model import build_model
     from interp.seeding import torch_generator
     from interp.spec import VOCAB_SIZE
+    from interp.precision import training_forward
     from interp.steps import MinibatchStep, build_optimizer, compiled
 
     spec, task = run.spec, run.task
@@ -108,7 +112,7 @@ def replay(run, start_state, step: int, progress: bool = False):
         optimizer.load_state_dict(start_state.optimizer)
         batches.set_state(start_state.generators["batches"])
         start = start_state.step
-    forward = compiled(model) if tspec.compile else model
+    forward = training_forward(compiled(model) if tspec.compile else model, tspec.precision, "cpu")
     stepper = MinibatchStep(forward, model, optimizer, task.tokens, task.layout.loss_pos, task.size, batches, tspec,
                             "cpu")
     was = torch.are_deterministic_algorithms_enabled()

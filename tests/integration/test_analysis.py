@@ -110,6 +110,22 @@ def test_patching_every_position_with_clean_recovers_clean(task, model):
         torch.testing.assert_close(logits, clean.logits, atol=1e-9, rtol=0)
 
 
+def test_base_cache_by_the_block_equals_transformer_lens_run_with_cache(task, model):
+    """Without hooks the base run is the fast path's own; with a hook attached it is
+    TransformerLens's run_with_cache (so the hook acts): both record the same activations."""
+    pairs, pos, _ = _pairs(task)
+    tokens = pairs["corrupt"][:, : pos + 1]
+    ours = base_cache(model, tokens)
+    seen = []
+    with model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: seen.append(1))]):
+        tl = base_cache(model, tokens)
+    assert seen  # the hooked path ran TransformerLens's forward
+    for kind in ("resid_pre", "k", "v", "z"):
+        for a, b in zip(getattr(ours, kind), getattr(tl, kind)):
+            torch.testing.assert_close(a, b, atol=1e-9, rtol=0)
+    torch.testing.assert_close(ours.logits, tl.logits, atol=1e-9, rtol=0)
+
+
 def test_zero_ablating_every_head_equals_a_hand_written_hook(task, model):
     idx = torch.arange(task.size)
     alt = task.other_selectors(idx, torch.Generator().manual_seed(0))

@@ -89,6 +89,82 @@ def test_float32_hvp_is_close_to_float64(model, task):
     assert next(model.parameters()).dtype == torch.float64  # the caller's model is untouched
 
 
+@pytest.mark.parametrize("forward", ["fast", "hooked"])
+@pytest.mark.parametrize("product,graph_mb", [("reverse", 0), ("reverse", 4096), ("forward-over-reverse", 0)])
+def test_hvp_variants_equal_the_exact_hessian(model, task, exact, forward, product, graph_mb):
+    """Every way of computing H v (fast or hooked forward; double backward with kept or rebuilt
+    graphs; forward-over-reverse) gives the exact Hessian's product, in float64 and float32."""
+    basis = torch.randn(3, exact.shape[0], generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    for dtype, tol in (("float64", 1e-9), ("float32", 1e-4)):
+        op = hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, dtype=dtype, chunk_size=5,
+                                     forward=forward, product=product, graph_memory_mb=graph_mb)
+        assert op.forward == forward
+        for v in basis:
+            want = exact @ v
+            for _ in range(2):  # the second product reuses kept graphs
+                got = op.hvp(v)
+                assert float((got - want).norm() / want.norm()) < tol
+        assert (op.graph_bytes > 0) == (graph_mb > 0 and product == "reverse")
+
+
+def test_batched_hvps_equal_the_exact_hessian(model, task, exact):
+    op = hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, dtype="float64", chunk_size=7)
+    V = torch.randn(4, op.dim, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    got = op.hvps(V)
+    want = V @ exact  # exact is symmetric
+    assert got.shape == (4, op.dim) and float((got - want).norm() / want.norm()) < 1e-9
+    with pytest.raises(InterpError, match="shape"):
+        op.hvps(V[:, :-1])
+
+
+def test_kept_graphs_give_bit_identical_products_within_their_budget(model, task):
+    v = torch.randn(sum(p.numel() for p in model.parameters()), generator=torch.Generator().manual_seed(9),
+                    dtype=torch.float64)
+    rebuilt = hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, dtype="float32", chunk_size=4,
+                                      graph_memory_mb=0)
+    kept = hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, dtype="float32", chunk_size=4)
+    a = rebuilt.hvp(v)
+    assert torch.equal(kept.hvp(v), a) and torch.equal(kept.hvp(v), a)
+    n_chunks = -(-len(task.tokens) // 4)
+    assert len(kept._graphs) == n_chunks and rebuilt.graph_bytes == 0
+    # a budget of about one chunk's graph keeps one, and the products stay identical
+    one = kept.graph_bytes / n_chunks
+    part = hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, dtype="float32", chunk_size=4,
+                                   graph_memory_mb=1.5 * one / 2**20)
+    assert torch.equal(part.hvp(v), a) and torch.equal(part.hvp(v), a)
+    assert 1 <= len(part._graphs) < n_chunks
+    kept.release()
+    assert kept.graph_bytes == 0 and torch.equal(kept.hvp(v), a)
+
+
+def test_fast_objective_equals_the_hooked_loss_and_is_refused_with_a_hook(model, task):
+    from interp.fastpath.objective import training_loss
+
+    # a 2-layer model too: every position in the first layer, the scored ones in the last
+    deep = build_model(ModelSpec(n_layers=2, n_heads=2, d_model=8, d_head=4, d_mlp=16), task.layout.length,
+                       VOCAB_SIZE, seed=3).to(torch.float64, print_details=False).eval()
+    for m in (model, deep):
+        a = training_loss(m, task.tokens, task.layout.loss_pos)
+        b = batch_loss(m, task.tokens, task.layout.loss_pos)
+        ga = torch.autograd.grad(a, list(m.parameters()))
+        gb = torch.autograd.grad(b, list(m.parameters()))
+        assert abs(a.item() - b.item()) < 1e-12
+        assert all(torch.allclose(x, y, rtol=1e-10, atol=1e-12) for x, y in zip(ga, gb))
+        v = torch.randn(sum(p.numel() for p in m.parameters()), generator=torch.Generator().manual_seed(2),
+                        dtype=torch.float64)
+        fast, hooked = (hessian.HessianOperator(m, task.tokens, task.layout.loss_pos, dtype="float64", forward=f)
+                        for f in ("fast", "hooked"))
+        want = hooked.hvp(v)
+        assert float((fast.hvp(v) - want).norm() / want.norm()) < 1e-10
+    with model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: x)]):
+        assert hessian.HessianOperator(model, task.tokens, task.layout.loss_pos).forward == "hooked"
+        with pytest.raises(InterpError, match="forward='fast'"):
+            hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, forward="fast")
+    for bad in ({"forward": "quick"}, {"product": "both"}, {"graph_memory_mb": -1}):
+        with pytest.raises(InterpError, match=next(iter(bad))):
+            hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, **bad)
+
+
 def test_lanczos_wrapper_finds_a_known_quadratic_spectrum():
     n = 300
     gen = torch.Generator().manual_seed(0)

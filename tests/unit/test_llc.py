@@ -119,6 +119,10 @@ def test_output_token_loss_is_the_training_objective(model, task):
     assert per.shape == (len(ids), ids.shape[1] - 1)
     with torch.no_grad():
         assert float(per.mean()) == pytest.approx(float(batch_loss(model, task.tokens, loss_pos)), rel=1e-6)
+    # the fast objective (taken here) against the model's own forward (taken with a hook attached)
+    with model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: x)]):
+        hooked = llc.output_token_loss(model, ids, loss_pos)
+    assert llc.fast_objective(model) and torch.allclose(per, hooked, rtol=1e-5, atol=1e-6)
 
 
 def test_across_defaults_to_the_registry_steps(monkeypatch, tmp_path):
