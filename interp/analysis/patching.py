@@ -10,7 +10,9 @@ activation patched in (resid_pre per layer and position; hook_z per head, at all
 or at one position). The computation is not: inputs are truncated at the decision position,
 layers below the patch and positions before it are reused from cached runs, the last layer is
 computed at the decision position only, and all heads of a layer go through in one batch.
-Patches after the decision position cannot change it and are filled with the corrupted value.
+Patches after the decision position cannot change it, nor can a head's patch at a position
+where its clean and corrupted outputs are equal in every pair (before the selector): both are
+filled with the corrupted value.
 """
 
 from __future__ import annotations
@@ -108,9 +110,12 @@ def patch_heads(
         z = torch.where(patch_all, z_clean, z_corrupt)
         logits = resume_from_z(model, corrupt_cache, layer, z, 0, rows)
         all_pos[layer] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
-        # at the last layer a head's output at an earlier position never reaches the decision
+        # at the last layer a head's output at an earlier position never reaches the decision;
+        # where every pair's clean and corrupted outputs are equal (before the selector, with
+        # causal attention) the patch changes nothing: the corrupted value, already in by_pos
         first = pos if layer == n_layers - 1 else 0
-        for p in range(first, pos + 1):
+        differs = (clean_cache.z[layer] != corrupt_cache.z[layer]).flatten(2).any(-1).any(0)  # [T]
+        for p in torch.nonzero(differs[first : pos + 1]).view(-1).add(first).tolist():
             z = torch.where(one_hot.unsqueeze(-1), z_clean[:, p], z_corrupt[:, p])
             logits = resume_from_z_at(model, corrupt_cache, layer, z, p, rows)
             by_pos[layer, p] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
