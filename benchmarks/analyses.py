@@ -12,7 +12,11 @@ hook path, and the whole suite (cold and warm).
    hook path (`Ablated` + `evaluate_examples`, what ablation ran before), on the same probe;
    the largest difference of the summarised metrics between the two is reported.
 3. `interp analyze` over the run: cold (empty cache, in a temporary copy of the run), warm
-   (second call, in-process) and per analysis (cold, each alone).
+   (second call, in-process) and per analysis (cold, each alone). With `--flops`, each
+   analysis runs once more, cold, under `torch.utils.flop_counter.FlopCounterMode` (matrix
+   products and attention only): its GFLOP, its rate in the timed run, and the seconds it would
+   take at the rate of a plain float32 matrix product measured in the same process (the bound:
+   what the suite would cost if every product ran as fast as a bare `mm`).
 4. The fast path's hand-written parts (`interp.fastpath`) against TransformerLens's own
    `start_at_layer` / `stop_at_layer` doing the same job at the mid step, each pair checked
    to agree before its timing counts (`engine_*`: ours, TransformerLens's, the ratio):
@@ -198,6 +202,38 @@ def _engine(model, task, seed: int, pairs: dict, n_examples: int) -> dict:
     return out
 
 
+def _mm_rate(device: str, shape=(4096, 128, 512), repeat: int = 20) -> float:
+    """GFLOP/s of a bare float32 matrix product of the model's MLP shape (batch rows x d_model x
+    d_mlp), best of `repeat`: the rate no analysis can beat on this machine today."""
+    m, k, n = shape
+    a, b = torch.randn(m, k, device=device), torch.randn(k, n, device=device)
+    best = float("inf")
+    for _ in range(repeat + 1):
+        start = time.perf_counter()
+        a @ b
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * m * k * n / best / 1e9
+
+
+def _flops(copy: Path, seconds: dict[str, float], device: str) -> dict:
+    """Each analysis once more, cold, under FlopCounterMode: GFLOP, rate and the bound."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    rate = _mm_rate(device)
+    rows = {}
+    for name in seconds:
+        shutil.rmtree(copy / CACHE_DIR, ignore_errors=True)
+        with FlopCounterMode(display=False) as counter:
+            run_suite(Run.open(copy), only=name, device=device, progress=False)
+        gflop = counter.get_total_flops() / 1e9
+        rows[name] = {"gflop": round(gflop, 1), "seconds": round(seconds[name], 2),
+                      "gflop_per_s": round(gflop / seconds[name], 1), "bound_s": round(gflop / rate, 2)}
+    return {"mm_gflop_per_s": round(rate, 1), "analyze_alone_flops": rows,
+            "analyze_alone_bound_s": round(sum(r["bound_s"] for r in rows.values()), 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="checkpoints/demo")
@@ -207,6 +243,8 @@ def main() -> None:
     parser.add_argument("--skip-ablation", action="store_true")
     parser.add_argument("--skip-engine", action="store_true")
     parser.add_argument("--ablation-examples", type=int, default=ablation.DEFAULT_EXAMPLES)
+    parser.add_argument("--flops", action="store_true",
+                        help="also count each analysis's FLOPs (one more cold pass) against a matrix-product bound")
     parser.add_argument("--engine-examples", type=int, default=64,
                         help="probe size of the engine comparison (TransformerLens's ablation is slow)")
     args = parser.parse_args()
@@ -264,6 +302,8 @@ def main() -> None:
                 shutil.rmtree(copy / CACHE_DIR, ignore_errors=True)
                 _, per[name] = _timed(lambda: run_suite(Run.open(copy), only=name, device=args.device,
                                                         progress=False))
+            if args.flops:
+                out.update(_flops(copy, per, args.device))
         out.update({
             "checkpoints": len(run.steps),
             "analyze_cold_s": round(t_cold, 2),
