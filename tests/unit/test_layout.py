@@ -1,6 +1,17 @@
-"""The package's layout: files by concern, no import circles, light entry points.
+"""The package's layout: files by concern on floors, no import circles, light entry points.
 
-    cli -> report -> plots | sweeps -> analysis -> train | runs | metrics -> fastpath -> model | task
+The floors (docs/architecture.md), bottom up; a module imports only from its own floor or
+below, lazy imports and "module:function" strings included:
+
+    1 core          names, errors, formatting, seeding, files, spec, precision, devices, presets, run_layout
+    2 task/model    task, model, fastpath
+    3 run           runs, checkpoints, run_states, metrics, transition, summary
+    4 training      steps, optimizer, optimizer_stats, train
+    5 analysis      analysis/, timelines
+    6 collections   collections/, sweeps/, forks/
+    7 judgement     mechanisms/, reconcile/
+    8 presentation  plots/, display/, report/
+    9 entry         cli*, and the package itself (interp/__init__.py: the lazy public names)
 
 Figures take results, never the reverse; the quick paths (`interp scaling`, `import
 interp.plots`) load neither torch nor TransformerLens; no module is over 500 lines.
@@ -140,6 +151,71 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
                     paths[w] = paths[v] + [w]
                     queue.append(w)
     return out
+
+
+FLOORS = (
+    ("core", ("interp.names", "interp.errors", "interp.formatting", "interp.seeding", "interp.files", "interp.spec",
+              "interp.precision", "interp.devices", "interp.presets", "interp.run_layout")),
+    ("task/model", ("interp.task", "interp.model", "interp.fastpath")),
+    ("run", ("interp.runs", "interp.checkpoints", "interp.run_states", "interp.metrics", "interp.transition",
+             "interp.summary")),
+    ("training", ("interp.steps", "interp.optimizer", "interp.optimizer_stats", "interp.train")),
+    ("analysis", ("interp.analysis", "interp.timelines")),
+    ("collections", ("interp.collections", "interp.sweeps", "interp.forks")),
+    ("judgement", ("interp.mechanisms", "interp.reconcile")),
+    ("presentation", ("interp.plots", "interp.display", "interp.report")),
+    ("entry", ("interp", "interp.cli", "interp.cli_fork", "interp.cli_sweep", "interp.cli_mechanisms")),
+)
+
+
+def floor_of(module: str) -> int | None:
+    """The floor (0 = core) of a dotted module name: its longest prefix in FLOORS (the package
+    itself, "interp", names only its __init__)."""
+    best = None
+    for number, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            if (module == prefix or (prefix != "interp" and module.startswith(prefix + "."))) and (best is None or len(prefix) > best[1]):
+                best = (number, len(prefix))
+    return None if best is None else best[0]
+
+
+def string_imports(path: Path) -> set[str]:
+    """Modules named by "interp.x.y:function" strings in a file (resolved at run time: imports too)."""
+    return {node.value.split(":", 1)[0] for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value.startswith("interp.") and ":" in node.value}
+
+
+def upward_edges() -> list[str]:
+    mods = modules()
+    graph = import_graph()
+    out = []
+    for mod, path in mods.items():
+        here = floor_of(mod)
+        named = {t: f"line {line}" for t, line in graph[mod].items()}
+        named.update({t: "a 'module:function' string" for t in string_imports(path) if t not in named})
+        for target, where in sorted(named.items()):
+            there = floor_of(target)
+            if target != "interp" and there is not None and here is not None and there > here:
+                out.append(f"{mod} ({FLOORS[here][0]}) -> {target} ({FLOORS[there][0]}), {where}")
+    return out
+
+
+def test_every_module_has_a_floor():
+    assert not [m for m in modules() if floor_of(m) is None], "add these modules to FLOORS (and docs/architecture.md)"
+
+
+def test_imports_point_down_the_floors():
+    up = upward_edges()
+    assert not up, "imports that point up the floors:\n  " + "\n  ".join(up)
+
+
+def test_the_floor_check_sees_strings_and_lazy_imports(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text('X = "interp.report.figures:attention"\ndef f():\n    import interp.plots\n')
+    assert string_imports(path) == {"interp.report.figures"}
+    assert floor_of("interp.analysis.registry") == 4 and floor_of("interp.report.figures") == 7
+    assert floor_of("interp.cli_fork") == floor_of("interp") == 8 and floor_of("interp.nowhere") is None
 
 
 def test_no_import_circles():
