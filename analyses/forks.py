@@ -24,6 +24,7 @@ from _common import row
 
 from interp.forks.arms import parse_arms
 from interp.forks.family import ForkFamily
+from interp.plots.forks import fork_escapes
 from interp.sweeps.forks import forks
 
 AUTHOR = {
@@ -97,7 +98,7 @@ def main() -> None:
             print(row("    realised update power Gamma", f"{r['gamma']:.3g} (n {r['gamma_n']})", gamma_paper))
     print(f"summary:\n{to_minibatch.summary()}")
     path = out / "forks.html"
-    to_minibatch.figure().write_html(path, include_plotlyjs=True)
+    fork_escapes(to_minibatch).write_html(path, include_plotlyjs=True)
     print(f"figure: {path}")
 
 

@@ -25,7 +25,7 @@ def main() -> None:
     from interp.checkpoints import load_params
     from interp.forks.arm_steps import ArmStep
     from interp.forks.arms import make_arm
-    from interp.forks.state import state_at
+    from interp.replay import state_at
     from interp.model import build_model
     from interp.runs import Run
     from interp.spec import VOCAB_SIZE

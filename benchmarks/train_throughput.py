@@ -24,7 +24,7 @@ the device at every step) is measured on `interp.steps.MinibatchStep` itself, ea
 without `log_gradients`, in alternating blocks (so drift in the machine's speed hits both); and,
 because that difference is within the run-to-run spread, the logging alone as well (`add` on
 the step's gradients, repeated). Also the AdamW columns computed at each evaluation row
-(`interp.analysis.optimizer_stats.optimizer_columns`), per row. Prints one JSON line.
+(`interp.optimizer_stats.optimizer_columns`), per row. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def logging_cost(spec, batch: int, device: str, warmup: int, steps: int, blocks:
     """ms per step of MinibatchStep with and without the gradient log, and of the log alone."""
     import dataclasses
 
-    from interp.analysis.optimizer_stats import optimizer_columns
+    from interp.optimizer_stats import optimizer_columns
 
     task = Task.generate(spec.task, spec.seed)
     tspec = dataclasses.replace(spec.train, batch_size=batch)

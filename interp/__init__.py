@@ -5,6 +5,7 @@
     model = run.model(run.steps[-1])     # a transformer_lens.HookedTransformer
     interp.tau(run)                      # tau_half; interp.tau(run, kind="window")
     sw = interp.Sweep.open("sweeps/k")   # a family of runs; sw.table()
+    interp.open("sweeps/k")              # whichever it is: a Run, a Sweep or a ForkFamily
     f = interp.fork(run, "tau/2", "full_batch", steps=1000, out="forks/fb")   # continue a frozen state
 
 Names are imported on first use, so `import interp` (and the `interp` command's quick paths:
@@ -15,7 +16,12 @@ from __future__ import annotations
 
 import importlib
 
+from interp import presentable
 from interp.errors import InterpError
+
+# the notebook cards and short reprs of interp's objects are registered by interp.display, which sits above every
+# module that defines one: imported here, on the first card or repr shown (`interp.presentable`)
+presentable.loads_renderers(lambda: importlib.import_module("interp.display"))
 
 # public name -> module that defines it
 _LAZY = {
@@ -32,6 +38,7 @@ _LAZY = {
     "SweepSpec": "interp.sweeps.sweep",
     "fork": "interp.forks.fork",
     "ForkFamily": "interp.forks.family",
+    "open": "interp.collections.folders",  # interp.open(path): a Run, a Sweep or a ForkFamily
 }
 
 
@@ -63,5 +70,5 @@ def timeline(run, **kwargs):
     return compute(run, **kwargs)
 
 
-__all__ = ["InterpError", "timeline", *_LAZY]
+__all__ = ["InterpError", "timeline", *(name for name in _LAZY if name != "open")]  # `import *` keeps the builtin open
 __version__ = "0.1.0"

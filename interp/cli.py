@@ -125,12 +125,13 @@ def _resume(out: Path, overrides: dict, args: argparse.Namespace) -> int:
 
 
 def _train(run, device: str, args: argparse.Namespace, fresh: bool = False, resume=None) -> int:
+    from interp.forks.arm_steps import stepper_for
     from interp.summary import as_text, run_rows, run_summary
     from interp.train import train
 
     print(f"training {run!r} on {device}", file=sys.stderr)
     try:
-        result = train(run, device=device, progress=not args.quiet, resume=resume)
+        result = train(run, device=device, progress=not args.quiet, resume=resume, stepper=stepper_for(run))
     except KeyboardInterrupt:
         if fresh and _unstarted(run):
             raise  # cmd_train removes the folder, main() says "interrupted"
@@ -158,43 +159,11 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     if args.folder.strip() == "":
         raise InterpError("the folder to list must be a non-empty path (default: checkpoints)")
+    from interp.collections.folders import discover
     from interp.formatting import fmt
-    from interp.forks.design import is_family, listing
-    from interp.runs import Run
-    from interp.summary import run_summary
 
-    from interp.sweeps.sweep import Sweep
-
-    root = Path(args.folder)
-    if not root.is_dir():
-        raise InterpError(f"no folder at {root}")
-    if Sweep.is_sweep(root):
-        paths = sorted(p for p in root.iterdir() if Run.is_run(p))
-        sweeps = []
-    else:
-        paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
-        sweeps = sorted(p for p in root.iterdir() if Sweep.is_sweep(p))
-    families = [root] if is_family(root) else sorted(p for p in root.iterdir() if is_family(p))
-    summaries, broken = [], []
-    for path in paths:
-        try:
-            summaries.append(run_summary(Run.open(path)))
-        except InterpError as exc:
-            broken.append((path, str(exc)))
-    sweep_rows = []
-    for path in sweeps:
-        try:
-            sweep = Sweep.open(path)
-            counts = sweep.counts()
-            sweep_rows.append({"path": str(path), "kind": "sweep", "runs": sum(counts.values()), **counts,
-                               "axes": sweep.spec.fields})
-        except InterpError as exc:
-            broken.append((path, str(exc)))
-    for path in families:
-        try:
-            sweep_rows.append(listing(path))
-        except InterpError as exc:
-            broken.append((path, str(exc)))
+    found = discover(args.folder)
+    root, summaries, sweep_rows, broken = found.root, found.runs, found.collections, found.broken
     if args.json:
         print(json.dumps(summaries + sweep_rows + [{"path": str(p), "error": e} for p, e in broken], indent=2))
         return 1 if broken else 0
@@ -229,19 +198,18 @@ def cmd_ls(args: argparse.Namespace) -> int:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from interp.analysis import registry
     from interp.devices import check_device
-    from interp.runs import Run
 
     names = registry.parse_only(args.only)
     options = {o.dest: getattr(args, o.dest, None) for o in registry.options()}
     from interp.cli_sweep import EXECUTOR_FLAGS, cmd_analyze_sweep
-    from interp.sweeps.sweep import Sweep
+    from interp.collections.folders import RUN, kind_of, open as open_folder
 
-    if Sweep.is_sweep(args.run):
+    if kind_of(args.run) != RUN:  # a sweep or a fork family
         return cmd_analyze_sweep(args, names, {k: v for k, v in options.items() if v is not None})
     given = [f"--{f.replace('_', '-')}" for f in EXECUTOR_FLAGS if getattr(args, f) is not None]
     if given:
         raise InterpError(f"{', '.join(given)}: for a sweep folder; {args.run} is a run, analysed in this process")
-    run = Run.open(args.run)
+    run = open_folder(args.run)
     check_device(args.device)
     from interp.analysis.findings import summary_rows
     from interp.analysis.suite import run_suite
@@ -276,12 +244,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "report file (-o)")
     check_device(args.device)
-    from interp.forks.design import is_family
-    from interp.sweeps.sweep import Sweep
+    from interp.collections.folders import FAMILY, SWEEP, kind_of, open as open_folder
 
-    if is_family(args.run):
+    kind = kind_of(args.run)
+    if kind == FAMILY:
         return _report_family(args)
-    if Sweep.is_sweep(args.run):
+    if kind == SWEEP:
         if args.retrain:
             raise InterpError("--retrain retrains one run; a sweep is trained with: interp sweep " + args.run)
         from interp.report.sweep import write_sweep_report
@@ -291,12 +259,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         from interp.cli_sweep import report_damaged
 
-        sweep = Sweep.open(args.run)
+        sweep = open_folder(args.run)
         table = sweep.table(circuits=True)  # the circuit columns read each run's analysis cache
         path = write_sweep_report(sweep, Path(args.output), runs=args.runs, progress=not args.quiet, table=table)
         print(f"wrote {path.resolve()} in {time.perf_counter() - start:.1f} s")
         return report_damaged(table)  # 1 when some run is damaged (a row of the report, left out of the fits)
-    Run.open(args.run)
+    open_folder(args.run)  # a run, or the one-line error of a folder that is none of them
     if args.retrain:
         from interp.train import retrain
 
@@ -319,7 +287,7 @@ def _report_family(args: argparse.Namespace) -> int:
     import time
 
     from interp.cli_sweep import report_damaged
-    from interp.forks.family import ForkFamily
+    from interp.collections.folders import open as open_folder
     from interp.report.fork_data import read_family
     from interp.report.forks import fork_family_report
 
@@ -327,7 +295,7 @@ def _report_family(args: argparse.Namespace) -> int:
         flag = "--retrain" if args.retrain else "--runs"
         raise InterpError(f"{flag} is for a run or a sweep; a fork is a run: interp report {args.run}/FORK -o FILE")
     start = time.perf_counter()
-    family = ForkFamily.open(args.run)
+    family = open_folder(args.run)
     data = read_family(family)
     path = fork_family_report(family, Path(args.output), progress=not args.quiet, data=data)
     print(f"wrote {path.resolve()} in {time.perf_counter() - start:.1f} s")
@@ -387,8 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="run the analysis suite on a run (cached) and print the findings",
                        description="Analyses: " + registry.describe_all() + ". Exit status 1 when some steps "
                                    "could not be analysed (each is named in a warning).")
-    p.add_argument("run", help="run folder, or a sweep folder: every finished run of the sweep (each cached in "
-                               "its own folder), then its circuit columns and family fits")
+    p.add_argument("run", help="run folder, or a sweep or fork family folder: every finished run of it (each cached "
+                               "in its own folder), then its circuit columns and family fits")
     p.add_argument("--only", help="comma-separated subset of: " + ", ".join(registry.REGISTRY)
                    + f" (default: {', '.join(registry.default_names())}); "
                    + "; ".join(f"{g} = {', '.join(m)}" for g, m in registry.GROUPS.items()))

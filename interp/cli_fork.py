@@ -61,7 +61,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
     from interp.devices import check_device
     from interp.runs import Run
-    from interp.sweeps.executors import check_options
+    from interp.collections.executors import check_options
 
     check_options(args.backend, args.workers, args.threads_per_run, args.cpus_per_run, args.gpus_per_run)
     if args.threads is not None:
@@ -140,10 +140,9 @@ def _status(family, as_json: bool) -> int:
 
 
 def add_parsers(sub) -> None:
-    from interp.cli_sweep import _per_run, _positive_int
+    from interp.cli_sweep import _positive_int, add_executor_flags
     from interp.forks.arms import ARMS
     from interp.spec import CHECKPOINT_DTYPES
-    from interp.sweeps.executors import BACKENDS
 
     p = sub.add_parser(
         "fork", help="continue a run's frozen state at a saved step under changed regimes (arms)",
@@ -168,12 +167,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--save-optimizer", action="store_true", help="keep the optimizer state beside every checkpoint")
     p.add_argument("--threads", type=_positive_int,
                    help="torch threads of this process (the replay must match the parent's; default: torch's)")
-    p.add_argument("--backend", default="local", choices=list(BACKENDS), help="family: where forks train")
-    p.add_argument("--workers", type=_positive_int, default=1, help="family: local processes (default: 1)")
-    p.add_argument("--threads-per-run", type=_positive_int, help="family: torch threads of each fork")
-    p.add_argument("--address", help="Ray cluster address (default: a local Ray instance)")
-    p.add_argument("--cpus-per-run", type=_per_run("cpus", "> 0"), default=1.0, help="Ray: CPUs per fork")
-    p.add_argument("--gpus-per-run", type=_per_run("gpus", ">= 0"), default=0.0, help="Ray: GPUs per fork")
+    add_executor_flags(p.add_argument_group("a fork family"), "train", what="fork")
     p.add_argument("--device", default="cpu", help="torch device of the forks (default: cpu)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -91,16 +91,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return report_damaged(table, name_them=args.json)
     if len(target) > 1:
         raise InterpError(f"interp sweep takes one sweep folder, got {' '.join(target)}")
+    from interp.collections.executors import check_options, require_ray
     from interp.devices import check_device
-    from interp.sweeps.executors import check_options
 
     # every check of the command line comes before Sweep.create writes anything
     check_options(args.backend, args.workers, args.threads_per_run, args.cpus_per_run, args.gpus_per_run)
     if args.backend == "ray":
-        import importlib.util
-
-        if importlib.util.find_spec("ray") is None:
-            raise InterpError("the ray backend needs Ray, an optional extra: pip install -e '.[ray]'")
+        require_ray()
     device = check_device(args.device)
     folder = target[0] if target else args.out
     if folder is None:
@@ -176,23 +173,24 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 EXECUTOR_FLAGS = ("backend", "workers", "threads_per_run", "address", "cpus_per_run", "gpus_per_run")
 
 
-def add_executor_flags(p: argparse._ActionsContainer, verb: str, defaults: bool = True) -> None:
-    """Where a sweep's runs are trained or analysed: --backend, --workers, --threads-per-run, --address,
-    --cpus-per-run, --gpus-per-run. Without `defaults` each is None unless given (so a command that
-    also takes a single run can refuse them there)."""
-    from interp.sweeps.executors import BACKENDS
+def add_executor_flags(p: argparse._ActionsContainer, verb: str, defaults: bool = True, what: str = "run") -> None:
+    """Where a collection's runs (`what`: "run", or "fork") are trained or analysed: --backend, --workers,
+    --threads-per-run, --address, --cpus-per-run, --gpus-per-run. Without `defaults` each is None unless
+    given (so a command that also takes a single run can refuse them there)."""
+    from interp.collections.executors import BACKENDS
 
     def d(value):
         return value if defaults else None
 
-    p.add_argument("--backend", default=d("local"), choices=list(BACKENDS), help=f"where runs {verb} (default: local)")
+    p.add_argument("--backend", default=d("local"), choices=list(BACKENDS), help=f"where {what}s {verb} (default: local)")
     p.add_argument("--workers", type=_positive_int, default=d(1), help="local processes (default: 1)")
     p.add_argument("--threads-per-run", type=_positive_int,
-                   help="torch threads of each run (default: cores / workers; results depend on it on the CPU)")
+                   help=f"torch threads of each {what} (default: cores / workers; results depend on it on the CPU)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
-    p.add_argument("--cpus-per-run", type=_per_run("cpus", "> 0"), default=d(1.0), help="Ray: CPUs per run (default: 1)")
+    p.add_argument("--cpus-per-run", type=_per_run("cpus", "> 0"), default=d(1.0),
+                   help=f"Ray: CPUs per {what} (default: 1)")
     p.add_argument("--gpus-per-run", type=_per_run("gpus", ">= 0"), default=d(0.0),
-                   help="Ray: GPUs per run, a fraction shares one (default: 0)")
+                   help=f"Ray: GPUs per {what}, a fraction shares one (default: 0)")
 
 
 # ---------------------------------------------------------------------------- analyze SWEEP
@@ -224,14 +222,13 @@ def circuit_lines(table) -> list[str]:
 
 
 def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
-    """`interp analyze SWEEP`: the suite over every finished run, then the circuit columns and fits."""
+    """`interp analyze SWEEP` (or FAMILY): the suite over every finished run, then the circuit columns and fits."""
+    from interp.collections.folders import open as open_folder
     from interp.devices import check_device
     from interp.sweeps.analyze import analyze_sweep
-    from interp.sweeps.circuit_fits import circuit_fits
     from interp.sweeps.fits import jsonable
-    from interp.sweeps.sweep import Sweep
 
-    sweep = Sweep.open(args.run)
+    sweep = open_folder(args.run)
     if args.no_cache:
         raise InterpError("--no-cache is for a run: a sweep's circuit columns are read back from each run's cache "
                           f"(to recompute, delete the runs' cache folders, {args.run}/*/cache)")
@@ -240,8 +237,7 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
                             workers=args.workers or 1, threads=args.threads_per_run, device=args.device,
                             address=args.address, cpus_per_run=args.cpus_per_run or 1,
                             gpus_per_run=args.gpus_per_run or 0, progress=not args.quiet and not args.json)
-    table = sweep.table(circuits=True)
-    fits = circuit_fits(table)
+    table, fits = outcome.table, outcome.fits
     bad = outcome.failed or outcome.with_problems
     if args.json:
         print(json.dumps({"runs": jsonable(outcome.results), "skipped": outcome.skipped,

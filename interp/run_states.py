@@ -4,7 +4,7 @@ A state holds the float32 parameters, AdamW's moments and step counter, and the 
 (`interp.checkpoints.ResumeState`); with it a run continues bit for bit. `resume.safetensors`
 holds the latest one (overwritten at each checkpoint); `--save-optimizer` also keeps one per
 checkpoint in `states/`, listed in the manifest entry of its step with its SHA-256, which forks
-start from (`interp.forks.state`). Every state records the run it belongs to (spec hash, seed,
+start from (`interp.replay`). Every state records the run it belongs to (spec hash, seed,
 step and the hash of its checkpoint) and is refused, naming the file, when it does not.
 """
 

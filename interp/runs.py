@@ -16,7 +16,7 @@ Layout of a run folder:
 Every file is written atomically (temporary file + rename; the writer removes temporaries a
 killed writer left). run.json carries the hash of its spec (and a fork's the hash of its fork block), so a
 hand-edited spec is refused; it also records how each training session ran (device, threads), which a replay
-of the optimizer state must match (`interp.forks.state`);
+of the optimizer state must match (`interp.replay`);
 the resume state records the run it belongs to (spec hash, seed, step, checkpoint hash). Checkpoints are safetensors and
 their hashes are checked on load; nothing is ever unpickled. Reading a run never takes the
 lock and never imports torch until a checkpoint is loaded (`interp ls` and `interp show`
@@ -26,7 +26,6 @@ stay instant); the tensor files themselves are handled by `interp.checkpoints`.
 from __future__ import annotations
 
 import bisect
-import importlib
 import datetime as _dt
 import json
 import math
@@ -35,9 +34,11 @@ import re
 from importlib import metadata
 from pathlib import Path
 
+from interp import metrics_log
 from interp.errors import InterpError
 from interp.files import (WriterLock, append_line, atomic_write_bytes, atomic_write_json, check_writable_parent,
                           remove_temporaries, sha256_bytes)
+from interp.presentable import html
 from interp.spec import VOCAB_SIZE, RunSpec, spec_sha256
 
 from interp.run_layout import (CACHE_DIR, CHECKPOINT_DIR, FORMAT, LOCK_FILE, MANIFEST_FILE,  # noqa: F401 - re-exported
@@ -45,8 +46,6 @@ from interp.run_layout import (CACHE_DIR, CHECKPOINT_DIR, FORMAT, LOCK_FILE, MAN
 
 PACKAGES = ("interp", "torch", "transformer-lens", "numpy", "safetensors", "pandas")
 STATES = ("done", "failed", "interrupted")
-
-DISPLAY = "interp.display.run:run_html"  # a run's notebook card (Run._repr_html_)
 
 
 def package_versions() -> dict[str, str]:
@@ -310,33 +309,14 @@ class Run:
         return to_device(model, device).eval()
 
     def metric_rows(self) -> list[dict]:
-        """The metrics log as dicts, in file order (a torn last line, left by a crash, is skipped)."""
-        path = self.path / METRICS_FILE
-        try:
-            lines = path.read_text().splitlines()
-        except FileNotFoundError:
-            return []
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InterpError(f"cannot read {path}: {exc}") from None
-        rows = []
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                if i == len(lines) - 1:  # a write cut short by a crash: skip it
-                    continue
-                raise InterpError(f"{path} line {i + 1} is not valid JSON") from None
-            if not isinstance(row, dict) or not isinstance(row.get("step"), int):
-                raise InterpError(f"{path} line {i + 1} is not a metrics row (no integer 'step')")
-            rows.append(row)
-        return rows
+        """The metrics log as dicts (copies), in file order (a torn last line, left by a crash, is skipped);
+        parsed once per version of the file (`interp.metrics_log`)."""
+        return [dict(row) for row in metrics_log.rows(self.path / METRICS_FILE)]
 
     def metric_series(self, *names: str) -> dict[str, list]:
         """Columns of the metrics log, one value per evaluated step (sorted; the last row of a
         repeated step wins; missing values are NaN). No pandas needed."""
-        by_step = {row["step"]: row for row in self.metric_rows()}
+        by_step = {row["step"]: row for row in metrics_log.rows(self.path / METRICS_FILE)}
         steps = sorted(by_step)
         out: dict[str, list] = {"step": steps}
         for name in names:
@@ -350,10 +330,10 @@ class Run:
         if a step repeats)."""
         import pandas as pd
 
-        rows = self.metric_rows()
+        rows = metrics_log.rows(self.path / METRICS_FILE)
         if not rows:
             return pd.DataFrame(columns=["step"])
-        df = pd.DataFrame(rows).drop_duplicates("step", keep="last").sort_values("step")
+        df = pd.DataFrame(list(rows)).drop_duplicates("step", keep="last").sort_values("step")
         return df.reset_index(drop=True)
 
     @property
@@ -456,12 +436,9 @@ class Run:
         (self.path / STATUS_FILE).unlink(missing_ok=True)
 
     def _repr_html_(self) -> str:
-        """A notebook card (`interp.display.run`): reads the folder and the cache only, no torch.
-        The card needs the summary and the analysis cache, which sit above this module, so it is
-        named by a "module:function" string (as the analysis registry names its functions) and
-        resolved only when a notebook shows a run: no import circle."""
-        module, function = DISPLAY.split(":")
-        return getattr(importlib.import_module(module), function)(self)
+        """A notebook card (`interp.display.run`, found by type: `interp.presentable`): reads the
+        folder and the cache only, no torch."""
+        return html(self)
 
     def __repr__(self) -> str:
         s = self.spec

@@ -5,19 +5,27 @@ changing the seed changes the data, the initialisation and the batch order at on
 """
 
 import hashlib
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 # Streams shared across the toolkit; an analysis that draws its own declares it in its
-# registry entry (`Analysis.stream`), which is where `streams()` finds it.
+# registry entry (`Analysis.stream`), and the registry declares them here (`add_streams`).
 BASE_STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "bootstrap")
+_SOURCES: list[Callable[[], Iterable[str]]] = []  # each lists more streams, read whenever they are asked for
+
+
+def add_streams(source: Callable[[], Iterable[str]]) -> None:
+    """Declare more streams: `source()` lists them, called each time streams are asked for (so a
+    floor above, such as the analysis registry, declares its own without this module knowing it;
+    `interp.analysis` loads the registry before any analysis can draw)."""
+    if source not in _SOURCES:
+        _SOURCES.append(source)
 
 
 def streams() -> tuple[str, ...]:
-    """Every known stream: the shared ones and those of the registered analyses."""
-    from interp.analysis import registry  # torch-free: the table only, no analysis module
-
-    return BASE_STREAMS + tuple(s for s in registry.streams() if s not in BASE_STREAMS)
+    """Every known stream: the shared ones and those declared (the registered analyses')."""
+    return BASE_STREAMS + tuple(dict.fromkeys(s for source in _SOURCES for s in source() if s not in BASE_STREAMS))
 
 
 def derive_seed(seed: int, stream: str) -> int:

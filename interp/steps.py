@@ -1,9 +1,12 @@
 """The training step every plain run takes, and the optimizer it steps.
 
 One place for it, because three callers must take exactly the same arithmetic: training
-(`interp.train`), the replay of a run's optimizer state (`interp.forks.state`, which must
+(`interp.train`), the replay of a run's optimizer state (`interp.replay`, which must
 reproduce the checkpoints bit for bit) and the forks that keep the parent's regime
 (`interp.forks.arms`).
+
+`Stepping` is what the training loop drives: a step, its random streams and its lr schedule.
+`train` builds `minibatch_stepper`'s unless the caller gives it another factory (a fork's).
 
 The step also records ||g_B||^2, the squared norm of its minibatch gradient before clipping, in
 a `GradientLog` (docs/diagnostics.md): read-only on the gradients, so the update is the same
@@ -13,10 +16,13 @@ bit for bit with or without it, and kept on the device so that it costs no host 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from interp.metrics import batch_loss
+from interp.seeding import torch_generator
 from interp.spec import TrainSpec
 
 
@@ -104,6 +110,31 @@ class MinibatchStep:
     def logged(self) -> dict:
         """The gradient columns since the last call (empty without logging)."""
         return {} if self.log is None else self.log.row()
+
+
+@dataclass
+class Stepping:
+    """What the training loop drives, made by a stepper factory
+    `factory(run, forward, model, optimizer, tokens, device, resume) -> Stepping`.
+
+    `step(t)` takes step t after the loop has set its lr (schedule.lr_at(t) * lr_scale) and returns
+    the loss (not finite: nothing was updated); its optional `log` (a GradientLog) and `logged()`
+    (columns for the metrics row) are read. `generators` are its random streams, saved with every
+    resume state and restored by name. A resume state at step `origin` that lacks Q starts Q at 0."""
+
+    step: Callable[[int], torch.Tensor]
+    generators: dict[str, torch.Generator]
+    schedule: TrainSpec
+    lr_scale: float = 1.0
+    origin: int | None = None
+
+
+def minibatch_stepper(run, forward, model, optimizer, tokens, device: str, resume) -> Stepping:
+    """The plain run's stepper: `MinibatchStep` on the run's own batch stream and schedule."""
+    spec, task = run.spec, run.task
+    batches = torch_generator(spec.seed, "batches")
+    step = MinibatchStep(forward, model, optimizer, tokens, task.layout.loss_pos, task.size, batches, spec.train, device)
+    return Stepping(step, {"batches": batches}, spec.train)
 
 
 def compiled(model: torch.nn.Module):

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 from interp.formatting import fmt
 from interp.names import METRICS
 from interp.runs import Run
-from interp.transition import GAP_LEAD_NATS, gap_lead, plateau_height, plateau_span, snap_step, tau_half, window_bounds
+from interp.transition import GAP_LEAD_NATS, facts, finite
 
 FINAL = METRICS
-
-
-def _finite(value) -> float | None:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        return None
-    return float(value)
+FACTS = ("plateau_height", "plateau_start", "plateau_end", "tau_half", "tau_window",
+         "window_start", "window_end", "snap_step", "gap_onset", "gap_lead", "gap_lead_snap")
 
 
 def run_summary(run: Run) -> dict:
@@ -41,35 +35,13 @@ def run_summary(run: Run) -> dict:
         "state": status.get("state"),
         "wall_seconds": status.get("wall_seconds"),
     }
-    keys = ("plateau_height", "plateau_start", "plateau_end", "tau_half", "tau_window",
-            "window_start", "window_end", "snap_step", "gap_onset", "gap_lead", "gap_lead_snap")
-    out.update(dict.fromkeys(keys))
+    out.update(dict.fromkeys(FACTS))
     if not evaluated:
         return out
     for name in FINAL:
-        out[f"final_{name}"] = _finite(series[name][-1])
-    rows = [(s, lc, dz) for s, lc, dz in zip(evaluated, series["loss_cand"], series["shuffle_gap"])
-            if _finite(lc) is not None]
-    if not rows:
-        return out
-    s = [r[0] for r in rows]
-    lc = [r[1] for r in rows]
-    lk = run.log_k
-    out["plateau_height"] = plateau_height(s, lc, lk)
-    dz = [r[2] for r in rows]
-    if all(_finite(v) is not None for v in dz):
-        span = plateau_span(s, lc, dz, lk)
-        if span is not None:
-            out["plateau_start"], out["plateau_end"] = span
-    dz_nan = [float("nan") if _finite(v) is None else v for v in dz]
-    half, snap = gap_lead(s, lc, dz_nan, lk, "half"), gap_lead(s, lc, dz_nan, lk, "snap")
-    out["gap_onset"], out["gap_lead"], out["gap_lead_snap"] = half["gap_onset"], half["gap_lead"], snap["gap_lead"]
-    out["tau_half"] = tau_half(s, lc, lk)
-    bounds = window_bounds(s, lc, lk)
-    if bounds is not None:
-        out["window_start"], out["window_end"] = bounds
-        out["tau_window"] = bounds[1] - bounds[0]
-    out["snap_step"] = snap_step(s, lc, lk)
+        out[f"final_{name}"] = finite(series[name][-1])
+    found = facts(run)  # derived once per version of the metrics log
+    out.update({key: getattr(found, key) for key in FACTS})
     return out
 
 

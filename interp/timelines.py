@@ -16,7 +16,7 @@ checkpoint) and its events with their leads (tau - step) / tau:
 The paper's claim is a positive lead: the routing head forms while the loss still sits at
 log K. The analyses come from the suite and its cache (`cache=False`: recompute, write
 nothing). The figure is `interp.plots.timeline_figure(tl)`: plotting takes the Timeline, and
-this module never imports it (a notebook shows a Timeline through `interp.display.figures`).
+this module never imports it (a notebook finds a Timeline's figure by type: `interp.presentable`).
 
 `interp.timeline(run)` is this module's `timeline`, imported lazily by the package (the
 module is named `timelines` so that importing it never rebinds `interp.timeline`).
@@ -31,6 +31,7 @@ import pandas as pd
 from interp.analysis import findings as findings_module
 from interp.analysis.sensitivity import COLUMNS as SENSITIVITY_COLUMNS
 from interp.errors import InterpError
+from interp.presentable import html
 from interp.runs import Run
 from interp.transition import ONSET_FRACTION, ONSET_M, onset, rise_threshold, tau as run_tau
 
@@ -72,10 +73,8 @@ class Timeline:
                 f"(onset {onset}{lead}), {len(self.onsets)} heads)")
 
     def _repr_html_(self) -> str:
-        """The figure, drawn offline (`interp.display.figures`; plotting is loaded only here)."""
-        from interp.display.figures import timeline_html
-
-        return timeline_html(self)
+        """The figure, drawn offline (`interp.display.figures`, found by type; plotting is loaded only there)."""
+        return html(self)
 
     @property
     def routing_onset(self) -> int | None:

@@ -13,13 +13,16 @@ docs/diagnostics.md): `grad_norm` (||g_B|| of the step just taken, before clippi
 `grad_sq_mean` (mean ||g_B||^2 over the steps since the previous row) and `dissipation`
 (Q(t) = sum_{s <= t} lr_s ||g_B,s||^2, 0 at step 0), accumulated on the device at every step
 (`interp.steps.GradientLog`); and AdamW's state per module, `eff_step.<module>` and
-`v_mean.<module>` (`interp.analysis.optimizer_stats`). Q is kept in the resume state, so a
+`v_mean.<module>` (`interp.optimizer_stats`). Q is kept in the resume state, so a
 resumed run continues it exactly (`resumed_dissipation`).
+
+The loop drives the stepper it is given (`interp.steps.Stepping`, from a factory: by default
+`minibatch_stepper`, the plain run's step); it knows no other. A fork is trained with its own
+(`interp.forks.arm_steps.fork_stepper`), and a run with a fork block is refused without one.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -31,13 +34,12 @@ from interp.checkpoints import load_params
 from interp.devices import is_allocation_failure
 from interp.errors import InterpError
 from interp.metrics import evaluate_examples, summarize
-from interp.analysis.optimizer_stats import optimizer_columns
+from interp.optimizer_stats import optimizer_columns
 from interp.model import build_model, to_device
 from interp.runs import Run
-from interp.seeding import torch_generator
 from interp.spec import TrainSpec
 from interp.precision import check_precision, training_forward
-from interp.steps import MinibatchStep, build_optimizer, compiled
+from interp.steps import build_optimizer, compiled, minibatch_stepper
 from interp.task import VOCAB_SIZE, Task
 from interp.transition import LEAVE_FRACTION, SNAP_FRACTION
 
@@ -74,16 +76,16 @@ def in_transition(loss_cand: float, previous: list[float], log_k: float) -> bool
     return not any(v < SNAP_FRACTION * log_k for v in previous)
 
 
-def resumed_dissipation(run: Run, resume) -> float:
+def resumed_dissipation(run: Run, resume, origin: int | None = None) -> float:
     """Q at the step `resume` continues from. The resume state's `extra` holds it (exactly: a
-    float64 written as JSON); one written before interp logged Q has none, and then: a fork's
-    first state gives 0 (a fork's Q counts from its fork step), otherwise Q restarts from the
-    metrics row at that step (the same float64, when that row logged it) or is NaN for the rest
-    of the run (a run trained before: its earlier steps were never summed)."""
+    float64 written as JSON); one written before interp logged Q has none, and then: a state at
+    the stepper's `origin` gives 0 (a fork's first state: a fork's Q counts from its fork step),
+    otherwise Q restarts from the metrics row at that step (the same float64, when that row logged
+    it) or is NaN for the rest of the run (a run trained before: its earlier steps were never summed)."""
     if "dissipation" in resume.extra:
         value = resume.extra["dissipation"]
         return math.nan if value is None else float(value)
-    if run.fork is not None and resume.step == run.fork.get("parent_step"):
+    if origin is not None and resume.step == origin:
         return 0.0
     rows = [r for r in run.metric_rows() if r["step"] == resume.step]
     value = rows[-1].get("dissipation") if rows else None
@@ -97,6 +99,7 @@ def train(
     progress: bool = True,
     stop_at: int | None = None,
     resume=_UNSET,
+    stepper=None,
 ) -> TrainResult:
     """Train `run` to its planned steps, resuming from its latest checkpoint if it has one.
 
@@ -104,18 +107,23 @@ def train(
     ends; a second writer is refused with the holder's pid). `stop_at` ends the loop after
     that step without marking the run finished (as an interruption would); the run can then
     be resumed. `resume` passes a resume state the caller has already loaded and verified.
+    `stepper` is the factory of the step the loop drives (`interp.steps.Stepping`; None: the
+    plain minibatch step); a fork's is `interp.forks.arm_steps.fork_stepper`.
     A training loss that turns NaN or infinite, or an evaluation whose every loss is, stops
     training with an InterpError naming the step; the checkpoints saved before it are kept and
     `run.status` says what happened.
     """
+    if stepper is None and run.fork is not None:
+        raise InterpError(f"{run.path} is a fork: it trains with its arm's step, which the caller gives "
+                          f"(train(run, stepper=stepper_for(run)), stepper_for from interp.forks.arm_steps)")
     run.acquire()
     try:
-        return _train(run, device, progress, stop_at, resume)
+        return _train(run, device, progress, stop_at, resume, stepper or minibatch_stepper)
     finally:
         run.release()
 
 
-def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -> TrainResult:
+def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, make_stepper) -> TrainResult:
     spec = run.spec
     tspec = spec.train
     task = run.task
@@ -134,25 +142,13 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
         if is_allocation_failure(exc):
             raise InterpError(f"not enough memory to build this model on {device}: {exc}") from None
         raise
-    batch_gen = torch_generator(spec.seed, "batches")
     eval_idx, eval_alt = eval_subset(task, tspec, spec.seed)
     forward = training_forward(compiled(model) if tspec.compile else model, tspec.precision, device)
     optimizer = _build_optimizer(model, tspec)
     start = 0 if resume is None else resume.step
     base_seconds = 0.0
-    schedule = tspec  # a fork continues its parent's schedule (its lr scaled by a changed lr)
-    if run.fork is None:
-        stepper = MinibatchStep(forward, model, optimizer, tokens_all, layout.loss_pos, task.size, batch_gen,
-                                tspec, device)
-        generators = {"batches": batch_gen}
-    else:
-        from interp.forks.arm_steps import build_stepper
-
-        if resume is None:
-            raise InterpError(f"{run.path} is a fork without its starting state (resume.safetensors): make it "
-                              f"again with interp fork")
-        stepper, generators = build_stepper(run, forward, model, optimizer, tokens_all, device)
-        schedule = dataclasses.replace(tspec, steps=run.fork["parent_steps"])
+    stepping = make_stepper(run, forward, model, optimizer, tokens_all, device, resume)
+    stepper, generators, schedule, lr_scale = stepping.step, stepping.generators, stepping.schedule, stepping.lr_scale
     gradient_log = getattr(stepper, "log", None)  # interp.steps.GradientLog: the dissipation Q
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer)
@@ -161,7 +157,6 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
                 raise InterpError(f"{run.path}: its resume state lacks the random stream {name!r}")
             gen.set_state(resume.generators[name])
         base_seconds = float(resume.extra.get("wall_seconds", 0.0))
-    lr_scale = 1.0 if run.fork is None else tspec.lr / run.fork["parent_lr"]
     run.record_training({"from_step": start, "device": torch.device(device).type,
                          "threads": torch.get_num_threads(), "compile": tspec.compile,
                          **({} if tspec.precision == "float32" else {"precision": tspec.precision})})
@@ -173,7 +168,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume) -
     snap = next((s for s, v in zip(logged["step"], history) if v < SNAP_FRACTION * log_k), None)
     exact = next((s for s, v in zip(logged["step"], logged["acc_exact"]) if v >= EXACT_THRESHOLD), None)
     if gradient_log is not None and resume is not None:
-        gradient_log.restart(resumed_dissipation(run, resume))
+        gradient_log.restart(resumed_dissipation(run, resume, stepping.origin))
 
     def stop_due(step: int) -> bool:
         """Stop `stop_after_snap` steps after the snap, or `stop_after_exact` after exact match >= 0.99."""

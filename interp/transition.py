@@ -11,15 +11,26 @@ a step, or None when the event never happens in the series.
   consecutive evaluations (the crossing one included).
 - plateau height: median of candidate loss / log K from the first evaluation at or below
   1.05 log K (the marginal is reached) to t_start (the last one above 0.95 log K before the snap).
+
+A run's facts (`facts(run)`: a `TransitionFacts` with all of the above and the shuffle gap's onset and
+lead) are derived once per version of its metrics log and kept for the process: every consumer reads
+them there instead of parsing the log and deriving them again.
 """
 
 from __future__ import annotations
+
+import math
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 from numpy.typing import ArrayLike
 
 import numpy as np
 
+from interp import metrics_log
 from interp.errors import InterpError
+from interp.run_layout import METRICS_FILE
 
 TAU_KINDS = ("half", "window")
 # Steps relative to tau (docs/definitions.md, "Ablation"): pre = tau/4, mid = tau, post = 2 tau.
@@ -127,16 +138,13 @@ def tau(run, kind: str = "half") -> int | None:
     """tau of a run from its metrics log: 'half' (default) or 'window'. None if it never snaps."""
     if kind not in TAU_KINDS:
         raise InterpError(f"unknown tau kind {kind!r}; allowed: {', '.join(TAU_KINDS)}")
-    series = run.metric_series("loss_cand")
-    pairs = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if not np.isnan(v)]
-    if not pairs:
+    f = facts(run)
+    if not f.has_cand:
         raise InterpError(
             f"tau needs the candidate loss, which {run.path} does not have "
             f"(direction {run.spec.task.direction!r} or no evaluations yet)"
         )
-    steps, values = [s for s, _ in pairs], [v for _, v in pairs]
-    fn = tau_half if kind == "half" else tau_window
-    return fn(steps, values, run.log_k)
+    return f.tau_half if kind == "half" else f.tau_window
 
 
 def tau_or_none(run, kind: str = "half") -> int | None:
@@ -187,13 +195,121 @@ def gap_lead(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log
     the definition is the first step above the threshold."""
     s, lc = _arrays(steps, loss_cand)
     _, dz = _arrays(steps, shuffle_gap)
+    t = _t_loss(t_loss, lambda: tau_half(s, lc, log_k), lambda: snap_step(s, lc, log_k))
+    return _lead(first_above(s, dz, threshold), t)
+
+
+def _t_loss(t_loss: str | int, half, snap) -> int | None:
+    """The step t_loss names: "half" (`half()`), "snap" (`snap()`) or a positive step."""
     if isinstance(t_loss, str):
         if t_loss not in T_LOSS_KINDS:
             raise InterpError(f"unknown t_loss {t_loss!r}; allowed: {', '.join(T_LOSS_KINDS)} or a step")
-        t = tau_half(s, lc, log_k) if t_loss == "half" else snap_step(s, lc, log_k)
-    elif isinstance(t_loss, (int, np.integer)) and not isinstance(t_loss, bool) and t_loss > 0:
-        t = int(t_loss)
-    else:
-        raise InterpError(f"t_loss must be 'half', 'snap' or a positive step, got {t_loss!r}")
-    gap = first_above(s, dz, threshold)
+        return half() if t_loss == "half" else snap()
+    if isinstance(t_loss, (int, np.integer)) and not isinstance(t_loss, bool) and t_loss > 0:
+        return int(t_loss)
+    raise InterpError(f"t_loss must be 'half', 'snap' or a positive step, got {t_loss!r}")
+
+
+def _lead(gap: int | None, t: int | None) -> dict:
     return {"gap_onset": gap, "t_loss": t, "gap_lead": None if (gap is None or not t) else (t - gap) / t}
+
+
+def finite(value) -> float | None:
+    """A logged number as a float, or None for a missing, NaN or non-numeric value."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TransitionFacts:
+    """A run's transition facts, derived once per version of its metrics log (`facts`) and read by
+    every consumer: tau (both kinds), the window, the snap, the plateau and the shuffle gap's onset
+    and lead. None: the event never happens (or the log has no candidate loss: not `has_cand`).
+    `steps` and `loss_cand` are the evaluations with a candidate loss they were derived from."""
+
+    log_k: float
+    tau_half: int | None = None
+    tau_window: int | None = None
+    window_start: int | None = None
+    window_end: int | None = None
+    snap_step: int | None = None
+    plateau_height: float | None = None
+    plateau_start: int | None = None
+    plateau_end: int | None = None
+    gap_onset: int | None = None
+    gap_lead: float | None = None
+    gap_lead_snap: float | None = None
+    steps: tuple[int, ...] = field(default=(), repr=False)
+    loss_cand: tuple[float, ...] = field(default=(), repr=False)
+
+    @property
+    def has_cand(self) -> bool:
+        return bool(self.steps)
+
+    @property
+    def window(self) -> tuple[int, int] | None:
+        """(t_start, t_end) of the transition window (`window_bounds`), or None."""
+        return None if self.window_start is None else (self.window_start, self.window_end)
+
+    def gap_lead_at(self, t_loss: str | int = "half") -> dict:
+        """`gap_lead` of these evaluations against t_loss ("half", "snap" or a step), with no log read."""
+        return _lead(self.gap_onset, _t_loss(t_loss, lambda: self.tau_half, lambda: self.snap_step))
+
+    def reached_from(self, step: int) -> tuple[int | None, int | None, int | None]:
+        """From `step` on (a fork's escape): the first evaluation below 0.5 log K, the first below
+        the snap (0.05 log K), and the last evaluation; None where there is none."""
+        after = [(s, v) for s, v in zip(self.steps, self.loss_cand) if s >= step]
+        half = next((s for s, v in after if v < 0.5 * self.log_k), None)
+        snap = next((s for s, v in after if v < SNAP_FRACTION * self.log_k), None)
+        return half, snap, (after[-1][0] if after else None)
+
+
+def derive(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log_k: float) -> TransitionFacts:
+    """The facts of logged evaluations (sorted steps; missing values NaN or None): every one is
+    computed on the evaluations with a finite candidate loss; the plateau's span only when each of
+    those has a shuffle gap."""
+    rows = [(s, lc, dz) for s, lc, dz in zip(steps, loss_cand, shuffle_gap) if finite(lc) is not None]
+    if not rows:
+        return TransitionFacts(log_k)
+    s = [r[0] for r in rows]
+    lc = [r[1] for r in rows]
+    dz = [r[2] for r in rows]
+    span = plateau_span(s, lc, dz, log_k) if all(finite(v) is not None for v in dz) else None
+    dz_nan = [float("nan") if finite(v) is None else v for v in dz]
+    half, snap = tau_half(s, lc, log_k), snap_step(s, lc, log_k)
+    gap = first_above(s, dz_nan, GAP_LEAD_NATS)
+    bounds = window_bounds(s, lc, log_k)
+    return TransitionFacts(
+        log_k=log_k, tau_half=half, tau_window=None if bounds is None else bounds[1] - bounds[0],
+        window_start=None if bounds is None else bounds[0], window_end=None if bounds is None else bounds[1],
+        snap_step=snap, plateau_height=plateau_height(s, lc, log_k),
+        plateau_start=None if span is None else span[0], plateau_end=None if span is None else span[1],
+        gap_onset=gap, gap_lead=_lead(gap, half)["gap_lead"], gap_lead_snap=_lead(gap, snap)["gap_lead"],
+        steps=tuple(s), loss_cand=tuple(lc),
+    )
+
+
+KEPT = metrics_log.KEPT
+_FACTS: OrderedDict[str, tuple[tuple, float, TransitionFacts]] = OrderedDict()
+
+
+def facts(run) -> TransitionFacts:
+    """The run's `TransitionFacts`, derived once per version of its metrics log in this process
+    (the log's parsed rows are kept by `interp.metrics_log`; a log that grows or is rewritten is
+    parsed and derived again)."""
+    rows = metrics_log.rows(run.path / METRICS_FILE)
+    key, log_k = os.path.abspath(run.path), run.log_k
+    kept = _FACTS.get(key)
+    if kept is not None and kept[0] is rows and kept[1] == log_k:
+        _FACTS.move_to_end(key)
+        return kept[2]
+    by_step = {row["step"]: row for row in rows}  # as `Run.metric_series`: sorted, the last of a repeated step wins
+    steps = sorted(by_step)
+    made = derive(steps, [by_step[s].get("loss_cand") for s in steps], [by_step[s].get("shuffle_gap") for s in steps],
+                  log_k)
+    _FACTS[key] = (rows, log_k, made)
+    _FACTS.move_to_end(key)
+    while len(_FACTS) > KEPT:
+        _FACTS.popitem(last=False)
+    return made

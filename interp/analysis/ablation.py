@@ -29,7 +29,8 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from transformer_lens.utilities import get_act_name
 
-from interp.analysis.common import head_name, over_steps
+from interp.analysis.common import across_of, head_name
+from interp.analysis.findings import Rows
 from interp.analysis.registry import ABLATION_METHODS, parse_methods
 from interp.errors import InterpError
 from interp.fastpath import Tree, resume_tree, run_tree, usable
@@ -364,19 +365,38 @@ def at_step(
     return df
 
 
-def across(
-    run: Run,
-    steps: int | str | Iterable | None = None,
-    progress: bool = False,
-    **params,
-) -> pd.DataFrame:
-    """`at_step` at each requested step (default pre, mid, post = tau/4, tau, 2 tau, snapped to
-    saved checkpoints; one beyond the run is left out), with a `label` column naming them."""
-    return over_steps(run, steps, lambda s, label: at_step(run, s, **params).assign(label=label),
-                      "ablation", progress)
+across = across_of("ablation", label=True)  # with a `label` column naming pre, mid, post
 
 
 def at(run: Run, steps="pre,mid,post", method: str | Iterable[str] = "zero", n_examples: int = DEFAULT_EXAMPLES,
        device: str = "cpu", progress: bool = False) -> pd.DataFrame:
     """`across` under its former name (one method)."""
     return across(run, steps, progress=progress, methods=method, n_examples=n_examples, device=device)
+
+
+# ---------------------------------------------------------------------------- findings and summary rows
+def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
+    abl = tables["ablation"]
+    if "routing_head" not in found:
+        return {}
+    methods = list(dict.fromkeys(abl["method"]))
+    method = "zero" if "zero" in methods else methods[0]
+    rows = abl[(abl["component"] == found["routing_head"]) & (abl["method"] == method)]
+    out: dict = {"ablation_method": method, "ablation_methods": methods}
+    for label in ("pre", "mid", "post"):
+        hit = rows[rows["label"].astype(str).str.split("/").apply(lambda parts: label in parts)] \
+            if "label" in rows else rows.iloc[0:0]
+        if not hit.empty:
+            out[f"ablation_{label}_step"] = int(hit["step"].iloc[0])
+            out[f"ablation_{label}_delta_loss_cand"] = float(hit["delta_loss_cand"].iloc[0])
+            out[f"ablation_{label}_delta_loss_first"] = float(hit["delta_loss_first"].iloc[0])
+    return out
+
+
+def rows(f: dict, tables: dict) -> Rows:
+    if "ablation_method" not in f:
+        return []
+    parts = [f"{lab} (step {f[f'ablation_{lab}_step']}) {f[f'ablation_{lab}_delta_loss_cand']:+.3f}"
+             for lab in ("pre", "mid", "post") if f"ablation_{lab}_step" in f]
+    return [(f"{f['ablation_method']}-ablating {f['routing_head']}",
+             "candidate loss change, nats: " + ("; ".join(parts) or "no step") + f" (log K = {f['log_k']:.3f})")]

@@ -17,12 +17,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from transformer_lens.utilities import get_act_name
 
-from interp.analysis.common import (
-    group_examples,
-    over_steps,
-    probe_groups,
-    segment_names,
-)
+from interp.analysis.common import across_of, group_examples, probe_groups, segment_names
 from interp.runs import Run
 from interp.task import Task
 
@@ -83,14 +78,7 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
     return _pattern_frame(step, mean_patterns(model, tokens))
 
 
-def across(
-    run: Run,
-    steps: int | str | Iterable | None = None,
-    progress: bool = False,
-    **params,
-) -> pd.DataFrame:
-    """`at_step` at every requested step (default: the registry entry's steps), concatenated."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "attention", progress)
+across = across_of("attention")
 
 
 def evolution(run: Run, steps: int | str | Iterable | None = None, n_groups: int | None = DEFAULT_GROUPS,

@@ -1,14 +1,17 @@
-"""What every analysis shares: choosing steps and probe examples, naming heads and positions."""
+"""What every analysis shares: choosing steps and probe examples, naming heads and positions, and the one
+`across` (an analysis's `at_step` over steps, its needs provided)."""
 
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from interp.analysis import registry
 from interp.errors import InterpError
 from interp.names import head_name  # noqa: F401  (re-exported)
 from interp.runs import Run
@@ -110,7 +113,7 @@ TAU_FRACTIONS = (0.25, 0.5, 0.75, 0.97, 1.0, 1.5, 2.0)
 def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int, str]]:
     """Where per-group statistics are read: nearest saved steps to fractions of tau (those
     within the run) and every saved step through the transition window."""
-    from interp.transition import window_bounds
+    from interp.transition import facts
 
     available = saved_steps(run)
     t = tau(run)
@@ -122,9 +125,7 @@ def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int
     if beyond and notes is not None:  # named, never dropped silently
         notes.append(f"transition steps at {', '.join(f'{f:g} τ' for f in beyond)} (τ = {t}) lie beyond the run "
                      f"(last step {available[-1]})")
-    series = run.metric_series("loss_cand")
-    pairs = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if v == v]
-    bounds = window_bounds([s for s, _ in pairs], [v for _, v in pairs], run.log_k) if pairs else None
+    bounds = facts(run).window
     if bounds is not None:
         start, end = bounds
         chosen |= {s for s in available if start <= s <= end}
@@ -161,23 +162,93 @@ def steps_progress(items: list, desc: str, progress: bool):
 def default_steps(analysis: str, steps: int | str | Iterable | None):
     """`steps`, or when None the default steps of the analysis's registry entry (so that
     `across(run)` computes what `interp analyze --only NAME` does)."""
-    from interp.analysis import registry
-
     return registry.get(analysis).steps if steps is None else steps
 
 
 def over_steps(
     run: Run,
     steps: int | str | Iterable | None,
-    compute: Callable[[int, str], pd.DataFrame],
+    compute: Callable[[int, str], pd.DataFrame | dict[str, pd.DataFrame]],
     analysis: str,
     progress: bool,
-) -> pd.DataFrame:
+) -> pd.DataFrame | dict[str, pd.DataFrame]:
     """Concatenate `compute(step, label)` over the requested steps (see `select_steps`; None:
-    the analysis's default steps, or every saved step for one that is not registered)."""
-    from interp.analysis import registry
-
+    the analysis's default steps, or every saved step for one that is not registered), each
+    table on its own when `compute` gives {table: DataFrame}."""
     chosen = select_steps(run, default_steps(analysis, steps) if analysis in registry.REGISTRY else steps)
-    desc = analysis
-    return pd.concat([compute(s, label) for s, label in steps_progress(chosen, desc, progress)],
-                     ignore_index=True)
+    parts = [compute(s, label) for s, label in steps_progress(chosen, analysis, progress)]
+    if parts and isinstance(parts[0], dict):  # an analysis of several tables: each concatenated
+        return {name: pd.concat([p[name] for p in parts], ignore_index=True) for name in parts[0]}
+    return pd.concat(parts, ignore_index=True)
+
+
+# ---------------------------------------------------------------------------- one `across` for every analysis
+class Checkpoints:
+    """Saved checkpoints' parameters by step (`run.state_dict`: hash-checked), the last `keep` read
+    kept: what the need "previous_checkpoints" provides. A reader lives as long as one suite call or
+    one `across` call (so a checkpoint rewritten on disk is read again by the next), and walking the
+    steps in order reads each checkpoint about once."""
+
+    def __init__(self, run: Run, keep: int = 3):
+        self.run, self.keep = run, keep
+        self._kept: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()
+
+    def __call__(self, step: int) -> dict[str, torch.Tensor]:
+        if step not in self._kept:
+            self._kept[step] = self.run.state_dict(step)
+            while len(self._kept) > self.keep:
+                self._kept.popitem(last=False)
+        self._kept.move_to_end(step)
+        return self._kept[step]
+
+
+def provided(entry: registry.Analysis, run: Run) -> dict:
+    """The at_step keywords of the entry's needs that are met per call, not by a parameter (the
+    routing head is a parameter, put in by the suite): a checkpoint reader shared by the steps."""
+    need = entry.need("previous_checkpoints")
+    return {need.param: Checkpoints(run)} if need is not None else {}
+
+
+def across(analysis: str, run: Run, steps: int | str | Iterable | None = None, progress: bool = False,
+           **params) -> pd.DataFrame | dict[str, pd.DataFrame]:
+    """The analysis's `at_step` at each requested step, concatenated: a DataFrame, or {table: DataFrame}
+    for an analysis of several tables. `steps` as in `select_steps` (None: the registry entry's default
+    steps, so that `across(run)` computes what `interp analyze --only NAME` does); parameters default to
+    the module's DEFAULTS (checked by its `check_params`, when it has one); `model` is never passed on
+    (each step's own checkpoint is read); the entry's needs are provided, except the routing head (a
+    parameter: give a head such as "L0H3")."""
+    return _across(analysis, run, steps, progress, params, label=False)
+
+
+def _across(analysis: str, run: Run, steps, progress: bool, params: dict, label: bool):
+    entry = registry.get(analysis)
+    module = entry.load()
+    params = {**module.DEFAULTS, **params}
+    params.pop("model", None)
+    check = getattr(module, "check_params", None)
+    params = check(params) if check is not None else params
+    extra = provided(entry, run)
+
+    def compute(step: int, name: str):
+        out = module.at_step(run, step, **params, **extra)
+        if label:
+            out = {k: v.assign(label=name) for k, v in out.items()} if isinstance(out, dict) else out.assign(label=name)
+        return out
+
+    return over_steps(run, steps, compute, analysis, progress)
+
+
+def across_of(analysis: str, table: str | None = None, label: bool = False) -> Callable:
+    """An analysis module's `across(run, steps=None, progress=False, **params)`: `across` of
+    `analysis`; `table` picks one table of several; `label` adds the column naming the relative steps
+    (pre, mid, post; "" for the others)."""
+
+    def across_steps(run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params):
+        out = _across(analysis, run, steps, progress, params, label)
+        return out[table] if table is not None else out
+
+    across_steps.__name__ = across_steps.__qualname__ = "across"
+    across_steps.__doc__ = (f"`at_step` of the {analysis} analysis at each requested step (None: its registry entry's "
+                            f"default steps), concatenated{f' (its {table!r} table)' if table else ''}; see "
+                            "`interp.analysis.common.across`.")
+    return across_steps

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -55,7 +55,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from torch.func import functional_call, grad, jvp, vmap
 
-from interp.analysis.common import group_examples, over_steps, probe_groups
+from interp.analysis.common import across_of, group_examples, probe_groups
 from interp.analysis.selector_snr import selector_snr
 from interp.errors import InterpError
 from interp.runs import Run
@@ -487,6 +487,4 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
     return pd.DataFrame([{"step": step, **row}])[list(COLUMNS)]
 
 
-def across(run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params) -> pd.DataFrame:
-    """`at_step` over `steps` (None: the registry entry's default steps), one row per step."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "gradients", progress)
+across = across_of("gradients")

@@ -10,14 +10,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
-from interp.analysis.common import TAU_FRACTIONS, group_examples, over_steps, probe_groups
+from interp.analysis.common import TAU_FRACTIONS, across_of, group_examples, probe_groups
+from interp.analysis.findings import Rows
 from interp.metrics import evaluate_examples
 from interp.runs import Run
 from interp.task import Task
@@ -60,14 +61,7 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
     return df
 
 
-def across(
-    run: Run,
-    steps: int | str | Iterable | None = None,
-    progress: bool = False,
-    **params,
-) -> pd.DataFrame:
-    """`at_step` at every requested step (default: the registry entry's steps), concatenated."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "groups", progress)
+across = across_of("groups")
 
 
 def snap_steps(acc: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:
@@ -117,3 +111,30 @@ def spread(snaps: pd.DataFrame, tau: int | float) -> dict:
         out.update({"median": q50, "median_over_tau": q50 / tau, "iqr_over_tau": (q75 - q25) / tau,
                     "p10_p90_over_tau": (q90 - q10) / tau, "std_over_tau": float(s.std() / tau)})
     return out
+
+
+# ---------------------------------------------------------------------------- findings and summary rows
+def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
+    acc = tables["groups"]
+    if not t:
+        return {}
+    out: dict = {}
+    share = share_above(acc, t, fractions=(0.5,))
+    if not share.empty:
+        out["groups_share_above_80_at_half_tau"] = float(share["share"].iloc[0])
+        out["groups_half_tau_step"] = int(share["step"].iloc[0])
+        out["groups_n"] = int(share["n_groups"].iloc[0])
+    out["groups_spread"] = spread(snap_steps(acc), t)
+    return out
+
+
+def rows(f: dict, tables: dict) -> Rows:
+    if "groups_share_above_80_at_half_tau" not in f:
+        return []
+    n = f["groups_n"]
+    share = f["groups_share_above_80_at_half_tau"]
+    snaps = f.get("groups_spread") or {}
+    extra = (f"; group snap steps: median {snaps['median']:.0f}, IQR {snaps['iqr_over_tau']:.2f} τ"
+             if "iqr_over_tau" in snaps else "")
+    return [("collective snap", f"{round(share * n)} of {n} groups ({100 * share:.1f}%) ≥ 80% accurate at τ/2 "
+                                f"(step {f['groups_half_tau_step']}){extra}")]

@@ -35,8 +35,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis import registry
-from interp.analysis.common import head_name, select_steps, steps_progress
+from interp.analysis.common import across_of, head_name, select_steps
+from interp.analysis.findings import Rows
 from interp.analysis.hvp import OPERATOR_DEFAULTS, HessianOperator, moved
 from interp.analysis.lanczos import MAXITER, TOL, both_ends, extreme_eigenpairs
 from interp.analysis.params import component_of, component_order, part_rank
@@ -177,7 +177,7 @@ def spectrum(
 
 
 # ---------------------------------------------------------------------------- run level
-def _check_params(params: dict) -> dict:
+def check_params(params: dict) -> dict:
     unknown = set(params) - set(DEFAULTS) - {"device", "model"}
     if unknown:
         raise InterpError(f"unknown Hessian parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}, device")
@@ -252,26 +252,8 @@ def at_step(
     return {"hessian": table[list(HESSIAN_COLUMNS)], "hessian_escape": escape[list(ESCAPE_COLUMNS)]}
 
 
-def across_tables(
-    run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params
-) -> dict[str, pd.DataFrame]:
-    """Both tables of `at_step`, concatenated over `steps` (see `interp.analysis.common.select_steps`;
-    None: the registry entry's default steps, the plateau and the transition window)."""
-    params = _check_params(params)
-    params.pop("model", None)
-    chosen = select_steps(run, registry.get("hessian").steps if steps is None else steps)
-    parts = [at_step(run, s, **params) for s, _ in steps_progress(chosen, "hessian", progress)]
-    return {name: pd.concat([p[name] for p in parts], ignore_index=True) for name in ("hessian", "hessian_escape")}
-
-
-def across(run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params) -> pd.DataFrame:
-    """The "hessian" table of `at_step` over `steps` (None: the registry entry's default steps,
-    "transition"; "all": every saved step; ints; "pre,mid,post"). Minutes per checkpoint.
-
-    Contract: params are those of `at_step` (n_examples, k, restrict, device, chunk_size, tol,
-    maxiter, dtype); returns one row per (step, which, rank) with the columns of `at_step`.
-    """
-    return across_tables(run, steps, progress, **params)["hessian"]
+across_tables = across_of("hessian")  # both tables
+across = across_of("hessian", table="hessian")
 
 
 def escape_mass(run: Run, step: int, **params) -> pd.DataFrame:
@@ -280,7 +262,7 @@ def escape_mass(run: Run, step: int, **params) -> pd.DataFrame:
     Contract: params as in `at_step`; returns step, component, part, layer, head, mass
     (fraction of the bottom eigenvector's squared norm; the part == "all" rows sum to 1).
     """
-    return at_step(run, step, **_check_params(params))["hessian_escape"]
+    return at_step(run, step, **check_params(params))["hessian_escape"]
 
 
 def robustness(
@@ -298,7 +280,7 @@ def robustness(
     """
     if len(n_examples) != 2:
         raise InterpError(f"n_examples must be two sample sizes (small, large), got {n_examples!r}")
-    params = _check_params(params)
+    params = check_params(params)
     params.pop("n_examples", None)
     params.pop("model", None)
     rows = []
@@ -312,3 +294,19 @@ def robustness(
                          "n_large": int(large["n_examples"]), "value_small": a, "value_large": b,
                          "rel_change": abs(b - a) / abs(b) if b != 0 else float("nan")})
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- findings and summary rows
+def rows(f: dict, tables: dict) -> Rows:
+    """One row per step of the Hessian extremes that were computed."""
+    hess = tables.get("hessian")
+    if hess is None or not len(hess):
+        return []
+    rows = []
+    for step, df in hess.groupby("step", sort=True):
+        r = df.iloc[0]
+        rows.append((f"hessian step {int(step)}",
+                     f"lambda_min {r['lambda_min']:+.4g}  lambda_max {r['lambda_max']:.4g}  anisotropy "
+                     f"{r['anisotropy']:.3g}  |cos(g, v_min)| {r['cos_grad_vmin']:.3f}  (n = {r['n_examples']}, "
+                     f"max residual {df['residual'].max():.1e})"))
+    return rows

@@ -22,14 +22,12 @@ their ratio are NaN there, as in the training metrics.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis.common import group_examples, over_steps, probe_groups
+from interp.analysis.common import across_of, group_examples, probe_groups
 from interp.analysis.representations import decision_residuals, site_names
 from interp.errors import InterpError
 from interp.metrics import candidate_nll, first_token_nll
@@ -110,11 +108,4 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
     return df
 
 
-def across(
-    run: Run,
-    steps: int | str | Iterable | None = None,
-    progress: bool = False,
-    **params,
-) -> pd.DataFrame:
-    """`at_step` at every requested step (default: the registry entry's steps), concatenated."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "lens", progress)
+across = across_of("lens")

@@ -34,7 +34,7 @@ import random
 import re
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +44,9 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis import params, registry
-from interp.analysis.common import head_name, select_steps, steps_progress
+from interp.analysis import params
+from interp.analysis.common import across_of, head_name
+from interp.analysis.findings import Rows
 from interp.errors import InterpError
 from interp.fastpath.objective import example_losses, fast_objective
 from interp.runs import Run
@@ -293,25 +294,15 @@ def at_step(
     return pd.concat(frames, ignore_index=True)[list(COLUMNS)]
 
 
-def across(
-    run: Run,
-    steps: int | str | Iterable | None = None,
-    restrict: str | Sequence[str] = DEFAULTS["restrict"],
-    progress: bool = False,
-    **settings,
-) -> pd.DataFrame:
-    """`at_step` over `steps` (None: the registry entry's default steps, "transition"; "all":
-    every saved step; ints; "pre,mid,post"), concatenated. Minutes per checkpoint.
-
-    Contract: settings are those of `at_step` (chains, draws, burnin, epsilon, gamma, n_beta,
-    batch_size, init_loss_batches, device); returns the rows and columns of `at_step`.
-    """
-    unknown = set(settings) - set(DEFAULTS) - {"device"}
+def check_params(params: dict) -> dict:
+    """The parameters of `at_step` (for `across`): InterpError naming any unknown one."""
+    unknown = set(params) - set(DEFAULTS) - {"device"}
     if unknown:
         raise InterpError(f"unknown LLC parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}, device")
-    chosen = select_steps(run, registry.get("llc").steps if steps is None else steps)
-    return pd.concat([at_step(run, s, restrict=restrict, **settings)
-                      for s, _ in steps_progress(chosen, "llc", progress)], ignore_index=True)
+    return params
+
+
+across = across_of("llc")
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -322,3 +313,14 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
         llc_mean=("llc_mean", "first"), llc_std=("llc_std", "first"), drift=("drift", "mean")).reset_index()
     out["rel_spread"] = out["llc_std"] / out["llc_mean"].abs()
     return out
+
+
+# ---------------------------------------------------------------------------- findings and summary rows
+def rows(f: dict, tables: dict) -> Rows:
+    """One row per step of the learning coefficients that were computed."""
+    llc = tables.get("llc")
+    if llc is None or not len(llc):
+        return []
+    per = llc.groupby(["step", "restrict"], sort=True)[["llc_mean", "llc_std"]].first().reset_index()
+    return [(f"llc step {int(step)}", ", ".join(f"{r.restrict} {r.llc_mean:.4g} +- {r.llc_std:.2g}" for r in df.itertuples()))
+            for step, df in per.groupby("step", sort=True)]

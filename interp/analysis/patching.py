@@ -17,15 +17,17 @@ filled with the corrupted value.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
 
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis.common import default_steps, head_name, segment_names, select_steps, steps_progress
+from interp.analysis.common import across_of, head_name, segment_names, select_steps
+from interp.analysis.findings import Rows
 from interp.fastpath import base_cache, resume_from_resid, resume_from_z, resume_from_z_at
+from interp.formatting import fmt
 from interp.runs import Run
 from interp.task import Task
 
@@ -218,18 +220,7 @@ def at_step(
     return out
 
 
-def across(
-    run: Run,
-    steps: int | str | Iterable | None = None,
-    progress: bool = False,
-    **params,
-) -> dict[str, pd.DataFrame]:
-    """`at_step` at each requested step (default mid = tau), each table concatenated."""
-    parts: dict[str, list[pd.DataFrame]] = {}
-    for step, _ in steps_progress(select_steps(run, default_steps("patching", steps)), "patching", progress):
-        for name, df in at_step(run, step, **params).items():
-            parts.setdefault(name, []).append(df)
-    return {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
+across = across_of("patching")  # {table: DataFrame}
 
 
 def heads(run: Run, step: int | str = "last", n_pairs: int = DEFAULT_PAIRS, guard: float = DEFAULT_GUARD,
@@ -244,3 +235,22 @@ def residual(run: Run, step: int | str = "last", n_pairs: int = DEFAULT_PAIRS, g
     """Residual-stream patching at one step (the "patching_residual" table of `at_step`)."""
     ((step, _),) = select_steps(run, [step])
     return at_step(run, step, n_pairs=n_pairs, guard=guard, kinds=("residual",), device=device)["patching_residual"]
+
+
+# ---------------------------------------------------------------------------- findings and summary rows
+def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
+    heads = tables["patching_heads"]
+    allpos = heads[heads["position"].isna()]
+    step = int(allpos["step"].max())
+    allpos = allpos[allpos["step"] == step]
+    top = allpos.loc[allpos["patched_ld"].idxmax()]
+    value = float(top["normalized"])
+    return {"patching_step": step, "patching_top_head": str(top["head_name"]),
+            "patching_top_normalized": None if math.isnan(value) else value}
+
+
+def rows(f: dict, tables: dict) -> Rows:
+    if "patching_top_head" not in f:
+        return []
+    return [("patching", f"top head {f['patching_top_head']} at step {f['patching_step']}, restores "
+                         f"{fmt(f['patching_top_normalized'], '.2f')} of the logit difference")]

@@ -2,19 +2,22 @@
 
 Every part of the toolkit that lists, runs, caches, shows or seeds an analysis reads its
 `Analysis` entry here: the suite (`interp analyze`), the CLI's `--only` choices and options,
-the cache keys, the report's sections, the findings and their human summary, and the random
-streams of `interp.seeding`. An analysis is one module with
+the cache keys, the report (which analyses it shows: their figures are the report's own,
+`interp.report.sections`), the findings and their human summary, and the random streams of
+`interp.seeding`. An analysis is one module with
 
     DEFAULTS: dict                       # every parameter's default, in this one place
     at_step(run, step, *, model=None, device="cpu", **params) -> DataFrame (or {table: DataFrame})
-    across(run, steps=None, **params) -> DataFrame   # steps=None: the entry's default steps
+    across = across_of(NAME)             # interp.analysis.common: at_step over steps (None: the entry's)
 
 and optionally `derive(run, tables) -> {table: DataFrame}` (tables computed from its own,
-e.g. attention mass per segment), plus one `Analysis` entry below. The entry names, as
-"module:function" strings (resolved only when used), its report figures (each takes the
-report's context), what it adds to the findings and its rows of the human summary. Modules
-are imported only when an analysis runs, so reading the table (for `interp --help` and every
-bad-input error) never loads torch.
+e.g. attention mass per segment), `check_params(params) -> params`, `findings(run, tables, tau,
+found) -> dict` (its headline numbers) and `rows(found, tables) -> [(label, text)]` (its rows of
+the human summary), plus one `Analysis` entry below. The entry names, as "module:function"
+strings (resolved only when used), its findings and rows, and declares what the suite must
+provide it (`needs`: the routing head, a reader of the previous checkpoints, the optimizer
+state). Modules are imported only when an analysis runs, so reading the table (for `interp
+--help` and every bad-input error) never loads torch.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from interp import seeding
 from interp.errors import InterpError
 from interp.names import parse_head
 from interp.transition import RELATIVE_STEPS
@@ -138,35 +142,53 @@ HEADS = Option("heads", "restrict", "heads for the per-head LLC, e.g. L0H3,L0H1 
 
 
 # ---------------------------------------------------------------------------- entries
-@dataclass(frozen=True)
-class ReportSection:
-    """One figure of the run report: `figure` ("module:function") takes the report's context
-    and returns a plotly figure, or raises InterpError saying why it cannot be drawn."""
+ROUTING = "routing"  # what a parameter that takes the routing head holds until the suite puts the head in
+# what the suite (and `across`) provides besides the run, the step and the parameters: the routing head, in the
+# parameter `param` while that is ROUTING (so it is in the cache key); a reader of other saved checkpoints
+# (step -> state dict, shared by the steps of one call), in the keyword `param`; the optimizer-complete state,
+# which the analysis reads itself (so the suite never gives it the loaded checkpoint)
+NEEDS = ("routing_head", "previous_checkpoints", "optimizer_state")
 
-    key: str
-    title: str
-    caption: str
-    figure: str
+
+@dataclass(frozen=True)
+class Need:
+    """One thing an analysis needs (one of NEEDS) and the at_step keyword that receives it."""
+
+    what: str
+    param: str = ""
+
+    def __post_init__(self):
+        if self.what not in NEEDS:
+            raise InterpError(f"unknown analysis need {self.what!r}; known: {', '.join(NEEDS)}")
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """One analysis: where it lives, its steps, options, sections and how it is cached."""
+    """One analysis: where it lives, its steps, options and how it is cached."""
 
     name: str
-    module: str  # defines DEFAULTS, at_step and across (and optionally findings, describe)
+    module: str  # defines DEFAULTS, at_step and across (and optionally derive, check_params, findings, rows)
     summary: str  # one line, for --help and the report
     steps: str = "all"  # default steps: "all", "transition", or relative ones such as "pre,mid,post"
     tables: tuple[str, ...] = ()  # tables at_step returns, when more than one (else just `name`)
     version: int = 1  # part of the cache key: bump when what it computes changes
     default: bool = True  # run by `interp analyze` without --only (False: minutes of work, asked for)
     options: tuple[Option, ...] = ()  # its command-line options
-    sections: tuple[ReportSection, ...] = ()  # its report figures (none: a generic table figure)
     stream: str | None = None  # its own random stream in interp.seeding, if it draws one
     findings: str = ""  # "module:function" (run, tables, tau, found) -> its headline numbers
     describe: str = ""  # "module:function" (findings, tables) -> its rows of the human summary
     shares_model: bool = True  # may take the suite's loaded checkpoint (False: it changes the weights)
     extra: str = ""  # pip extra the module needs, named in the error when it is missing
+    needs: tuple[Need, ...] = ()  # what the suite provides it besides the run, the step and its parameters
+
+    def need(self, what: str) -> Need | None:
+        """Its need `what` (one of NEEDS), or None."""
+        return next((n for n in self.needs if n.what == what), None)
+
+    @property
+    def takes_model(self) -> bool:
+        """Whether the suite may give it the checkpoint it loaded at the step."""
+        return self.shares_model and self.need("optimizer_state") is None
 
     @property
     def table_names(self) -> tuple[str, ...]:
@@ -287,206 +309,102 @@ def streams() -> tuple[str, ...]:
     return tuple(dict.fromkeys(e.stream for e in REGISTRY.values() if e.stream))
 
 
+seeding.add_streams(streams)  # interp.seeding knows the analyses' streams without importing them
+
+
 def describe_all() -> str:
     """One line per analysis, for --help."""
     return "; ".join(f"{e.name}{'' if e.default else ' (only when asked)'}: {e.summary}" for e in REGISTRY.values())
 
 
 def resolve(path: str) -> Callable:
-    """The function named by "module:function" (report figures, findings, summary rows)."""
+    """The function named by "module:function" (findings, summary rows)."""
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
 # ---------------------------------------------------------------------------- the analyses
-_S = "interp.report.figures:"  # the report's figure functions for the built-in analyses
-_F = "interp.analysis.findings:"  # their findings and summary rows
-
 register(Analysis(
     "sensitivity", "interp.analysis.sensitivity",
     "per-head attention to z and z-share at the decision position, every checkpoint",
-    findings=_F + "sensitivity_findings", describe=_F + "sensitivity_rows",
+    findings="interp.analysis.sensitivity:findings", describe="interp.analysis.sensitivity:rows",
     options=(N_GROUPS,),
-    sections=(
-        ReportSection("sensitivity", "Head z-sensitivity",
-                      "Share of each head's output variance at the decision position explained by z (within-group "
-                      "variance over total), at every checkpoint; diamonds mark onsets.", _S + "z_share"),
-        ReportSection("attn_to_z", "Head attention to z",
-                      "Attention mass from the decision position to the z positions, per head and checkpoint.",
-                      _S + "attn_to_z"),
-    ),
 ))
 register(Analysis(
     "attention", "interp.analysis.attention",
     "mean attention pattern of every head over a fixed probe, every checkpoint",
     options=(N_GROUPS,),
-    sections=(
-        ReportSection("segments", "Attention by segment",
-                      "Where each head's decision-position attention goes (mass per segment of the input), across "
-                      "checkpoints.", _S + "attention_segments"),
-        ReportSection("attention", "Attention-pattern evolution",
-                      "Mean attention pattern of each head (query x key; positions labelled with their segment), "
-                      "averaged over a fixed probe; it opens at the checkpoint nearest τ: drag the slider or press "
-                      "play to move through the checkpoints.", _S + "attention_evolution"),
-    ),
 ))
 register(Analysis(
     "groups", "interp.analysis.groups",
     "per-group candidate accuracy at fractions of tau and through the transition window",
-    findings=_F + "groups_findings", describe=_F + "groups_rows",
+    findings="interp.analysis.groups:findings", describe="interp.analysis.groups:rows",
     steps="transition", options=(N_GROUPS,),
-    sections=(
-        ReportSection("group_hist", "Per-group accuracy at fractions of τ",
-                      "Histogram of each group's candidate accuracy (over its K examples) at the checkpoints nearest "
-                      "to fractions of τ (fractions that land on one checkpoint share its panel; those beyond the run "
-                      "are named, not drawn); the dashed line is the 80% threshold. A collective snap moves all "
-                      "groups together.", _S + "group_histograms"),
-        ReportSection("group_share", "Share of groups ≥ 80% accurate",
-                      "Share of probe groups whose candidate accuracy is at least 80%, at every analysed checkpoint.",
-                      _S + "groups_share"),
-    ),
 ))
 register(Analysis(
     "ablation", "interp.analysis.ablation",
     "zero, mean and resample ablation of every head and layer at tau/4, tau and 2 tau",
-    findings=_F + "ablation_findings", describe=_F + "ablation_rows",
+    findings="interp.analysis.ablation:findings", describe="interp.analysis.ablation:rows",
     steps="pre,mid,post", options=(METHOD, N_EXAMPLES), version=2,
-    sections=(
-        ReportSection("ablation", "Head ablation before, at and after τ",
-                      "Change in candidate loss (nats) when one head's output is zero-ablated at every position, at "
-                      "τ/4, τ and 2τ (snapped to saved checkpoints; a step beyond the run is left out and named below "
-                      "the figure). A routing head costs little before the transition and a lot after. Mean and "
-                      "resample ablation are in the same table (`interp analyze --only ablation --json`).",
-                      _S + "ablation"),
-    ),
 ))
 register(Analysis(
     "patching", "interp.analysis.patching",
     "activation patching of the residual stream and of every head at tau",
-    findings=_F + "patching_findings", describe=_F + "patching_rows",
+    findings="interp.analysis.patching:findings", describe="interp.analysis.patching:rows",
     steps="mid", tables=("patching_heads", "patching_residual"), options=(N_PAIRS,),
-    sections=(
-        ReportSection("patching", "Activation patching at τ",
-                      "Clean (B, z1) activations patched into the corrupted run (B, z2), measured by the logit "
-                      "difference a1(A1) − a1(A2) at the decision position: residual stream per layer and position, "
-                      "heads per position and at all positions.", _S + "patching"),
-    ),
 ))
 register(Analysis(
     "usage", "interp.analysis.usage",
     "when the routing head's z is used: its resample-ablation cost and patching recovery, every checkpoint",
-    findings=_F + "usage_findings", describe=_F + "usage_rows",
+    findings="interp.analysis.usage:findings", describe="interp.analysis.usage:rows",
+    needs=(Need("routing_head", "head"),),
     options=(N_EXAMPLES, N_PAIRS),
-    sections=(
-        ReportSection("usage", "When the routing head's z is used",
-                      "At every checkpoint: the candidate-loss cost of resample-ablating the routing head (its hook_z "
-                      "taken from the same input with another selector of the group) and the share of the logit "
-                      "difference that patching its clean output restores (undefined on the plateau, where clean and "
-                      "corrupted runs agree). Vertical lines: when z is carried and when it is used.", _S + "usage"),
-    ),
 ))
 register(Analysis(
     "hessian", "interp.analysis.hessian",
     "loss Hessian extremes by Lanczos, gradient alignment and where the escape direction lives",
-    describe=_F + "hessian_rows",
+    describe="interp.analysis.hessian:rows",
     default=False, tables=("hessian", "hessian_escape"), stream="hessian", options=(N_EXAMPLES,),
     steps="transition",  # minutes a checkpoint: the plateau (tau/4..tau) and the transition window
-    sections=(
-        ReportSection("hessian", "Geometry: Hessian extremes",
-                      "The largest and smallest eigenvalues of the training loss's Hessian (Lanczos, on a fixed "
-                      "sample), with τ and the routing head's onsets marked. A negative smallest eigenvalue on the "
-                      "plateau is a saddle.", _S + "hessian_extremes"),
-        ReportSection("anisotropy", "Geometry: anisotropy",
-                      "λ_max / |λ_min|: how much flatter the escape direction is than the dominant curvature.",
-                      _S + "anisotropy"),
-        ReportSection("escape", "Geometry: where the escape direction lives",
-                      "Share of the bottom eigenvector's squared mass in each component (heads' slices, MLPs, "
-                      "embeddings).", _S + "escape"),
-    ),
 ))
 register(Analysis(
     "llc", "interp.analysis.llc",
     "local learning coefficient (devinterp SGLD), whole model and per head",
-    describe=_F + "llc_rows",
+    describe="interp.analysis.llc:rows",
     default=False, shares_model=False, steps="transition", stream="llc", options=(HEADS, CHAINS, DRAWS),
     extra="landscape",
-    sections=(
-        ReportSection("llc", "Geometry: local learning coefficient",
-                      "LLC of the whole model and refined per head (devinterp SGLD), across checkpoints.", _S + "llc"),
-    ),
 ))
 
 
 # ---------------------------------------------------------------------------- mechanism diagnostics
-_D = "interp.report.diagnostic_figures:"  # their report figures
-
 register(Analysis(
     "trajectory", "interp.analysis.trajectory",
     "weight displacement per step, direction consistency and weight norms per component, between checkpoints",
-    sections=(
-        ReportSection("trajectory", "Diagnostics: the weight trajectory",
-                      "Between consecutive saved checkpoints, per component: the displacement per step, the cosine "
-                      "between consecutive displacements of the whole parameter vector (direction consistency: "
-                      "near 0 for a random walk, near 1 for a directed drift) and the weight norms.",
-                      _D + "trajectory"),
-    ),
+    needs=(Need("previous_checkpoints", "previous"),),
 ))
 register(Analysis(
     "spectra", "interp.analysis.spectra",
     "singular values, effective rank, sigma1/sigma2 and nuclear norm of every head's OV and QK circuits",
     tables=("spectra", "spectra_values"),
-    sections=(
-        ReportSection("spectra", "Diagnostics: head spectra",
-                      "Per head, the effective rank (exp of the entropy of the normalised singular values) and "
-                      "σ1/σ2 of the OV circuit W_V W_O and the QK circuit W_Q W_Kᵀ, across checkpoints; the "
-                      "routing head is drawn thick.", _D + "spectra"),
-    ),
 ))
 register(Analysis(
     "representations", "interp.analysis.representations",
     "within-group (z) and between-group (B) variance of the decision position's residual stream after each layer",
     options=(N_GROUPS,),
-    sections=(
-        ReportSection("representations", "Diagnostics: representations at the decision position",
-                      "Residual stream at the decision position after each layer: the variance within groups (z "
-                      "varies, B fixed), between groups, and their ratio, over a fixed probe.",
-                      _D + "representations"),
-    ),
 ))
 register(Analysis(
     "lens", "interp.analysis.lens",
     "logit lens at the decision position: first-token and candidate loss read out after each layer",
     options=(N_GROUPS,),
-    sections=(
-        ReportSection("lens", "Diagnostics: logit lens",
-                      "The logits read out from the residual stream after each layer through the final LayerNorm "
-                      "and the unembedding, at the decision position: the candidate loss over the K first "
-                      "characters of the group (log K dashed) shows which layer resolves z, and when.",
-                      _D + "lens"),
-    ),
 ))
 register(Analysis(
     "gradients", "interp.analysis.gradients",
     "full-gradient norm, minibatch noise and its ratio, per-example coherence, noise along directions, "
     "selector gradient SNR",
     default=False, stream="gradients", options=(N_EXAMPLES, N_GROUPS, CURVATURE),
-    sections=(
-        ReportSection("gradients", "Diagnostics: gradient signal and noise",
-                      "The full-training-set gradient norm against the minibatch noise at the training batch size, "
-                      "their ratio, n x the per-example coherence (1 for orthogonal gradients), the selector "
-                      "gradient SNR x sqrt(n groups) (about 1 when group gradients cancel) and, when computed, "
-                      "the minibatch noise variance along the Hessian's extreme directions and random ones.",
-                      _D + "gradients"),
-    ),
 ))
 register(Analysis(
     "updates", "interp.analysis.updates",
     "drift against diffusion: many paired one-step AdamW updates from the optimizer-complete state",
-    default=False, shares_model=False, stream="updates", steps="pre,mid,post", options=(N_DRAWS,),
-    sections=(
-        ReportSection("updates", "Diagnostics: drift against diffusion in one step",
-                      "From the optimizer-complete state at τ/4, τ and 2τ: the mean one-step AdamW update along "
-                      "the clean full-batch update's direction (μ∥, with its spread over minibatches) against "
-                      "the transverse spread √V⊥.", _D + "updates"),
-    ),
+    default=False, stream="updates", steps="pre,mid,post", options=(N_DRAWS,), needs=(Need("optimizer_state"),),
 ))

@@ -20,14 +20,12 @@ position only) is shared with the logit lens (`interp.analysis.lens`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis.common import group_examples, over_steps, probe_groups
+from interp.analysis.common import across_of, group_examples, probe_groups
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.task import Task
@@ -120,11 +118,4 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
     return df
 
 
-def across(
-    run: Run,
-    steps: int | str | Iterable | None = None,
-    progress: bool = False,
-    **params,
-) -> pd.DataFrame:
-    """`at_step` at every requested step (default: the registry entry's steps), concatenated."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "representations", progress)
+across = across_of("representations")

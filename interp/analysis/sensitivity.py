@@ -18,15 +18,15 @@ The routing head is the one with the largest z_share at the last analysed step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 from transformer_lens.utilities import get_act_name
 
-from interp.analysis.common import group_examples, head_name, over_steps, probe_groups
+from interp.analysis.common import across_of, group_examples, head_name, probe_groups
+from interp.analysis.findings import Rows, carried_onsets, lead, routing_head  # routing_head: re-exported
+from interp.formatting import fmt
 from interp.runs import Run
 from interp.task import Task
 
@@ -123,18 +123,58 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
     return df
 
 
-def across(
-    run: Run,
-    steps: int | str | Iterable | None = None,
-    progress: bool = False,
-    **params,
-) -> pd.DataFrame:
-    """`at_step` at every requested step (default: the registry entry's steps), concatenated."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "sensitivity", progress)
+across = across_of("sensitivity")
 
 
-def routing_head(sens: pd.DataFrame, column: str = "z_share") -> str:
-    """The head with the largest `column` at the last step in `sens`."""
-    from interp.analysis.findings import routing_head as pick
+# ---------------------------------------------------------------------------- findings and summary rows
+def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
+    """The routing head, read at the last step of the table (`routing_step`); when that is not
+    the run's last saved step, `routing_after` lists the later saved steps and
+    `routing_unreadable_after` those of them whose checkpoint could not be read."""
+    sens = tables["sensitivity"]
+    routing = routing_head(sens)
+    carried = carried_onsets(sens, routing)
+    step = int(sens["step"].max())
+    last = sens[sens["step"] == step].set_index("head_name")
+    after = [s for s in run.steps if s > step]
+    return {
+        "routing_head": routing,
+        "routing_step": step,
+        "routing_after": after,
+        "routing_unreadable_after": [s for s in after if s in found.get("unreadable_steps", ())],
+        "routing_layer": int(last.loc[routing, "layer"]),
+        "routing_z_share": float(last.loc[routing, "z_share"]),
+        "routing_attn_to_z": float(last.loc[routing, "attn_to_z"]),
+        "runner_up_z_share": float(last["z_share"].drop(routing).max()) if len(last) > 1 else None,
+        "carried_attn_onset": carried["attn_to_z"],
+        "carried_attn_lead": lead(t, carried["attn_to_z"]),
+        "carried_share_onset": carried["z_share"],
+        "carried_share_lead": lead(t, carried["z_share"]),
+    }
 
-    return pick(sens, column)
+
+def routing_at(f: dict) -> str:
+    """Where the routing head was read, when not at the run's last step: at which step and why."""
+    step, after, bad = f.get("routing_step"), f.get("routing_after") or [], f.get("routing_unreadable_after") or []
+    if step is None or not after:
+        return ""
+    if bad:
+        names = ", ".join(str(s) for s in bad)
+        return f" at step {step} ({'step' if len(bad) == 1 else 'steps'} {names} {'is' if len(bad) == 1 else 'are'} " \
+               "unreadable)"
+    return f" at step {step} (the last analysed; the run's last is {after[-1]})"
+
+
+def rows(f: dict, tables: dict) -> Rows:
+    if "routing_head" not in f:
+        return []
+    at = routing_at(f)
+    return [
+        ("routing head", f"{f['routing_head']}{at} (z-share {f['routing_z_share']:.3f} at "
+                         f"{'that step' if at else 'the last step'}, next best "
+                         f"{fmt(f.get('runner_up_z_share'), '.3f')}; attention to z {f['routing_attn_to_z']:.3f})"),
+        ("z carried", f"attention to z from step {fmt(f.get('carried_attn_onset'), none='never')} "
+                      f"(lead {fmt(f.get('carried_attn_lead'), '.2f')}), z-share from step "
+                      f"{fmt(f.get('carried_share_onset'), none='never')} (lead {fmt(f.get('carried_share_lead'), '.2f')}); "
+                      f"onset: {int(100 * f['onset_fraction'])}% of the rise, held {f['onset_m']} checkpoints"),
+    ]

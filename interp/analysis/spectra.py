@@ -14,16 +14,13 @@ itself is decomposed). Only checkpoint weights are read (no forward pass).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from interp.analysis import registry
-from interp.analysis.common import select_steps, steps_progress
+from interp.analysis.common import across_of
 from interp.errors import InterpError
 from interp.runs import Run
 
@@ -144,17 +141,5 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
     return spectra_tables(step, head_spectra(w["W_Q"], w["W_K"], w["W_V"], w["W_O"]))
 
 
-def across_tables(run: Run, steps: int | str | Iterable | None = None, progress: bool = False,
-                  **params) -> dict[str, pd.DataFrame]:
-    """Both tables of `at_step`, concatenated over `steps` (None: the registry entry's steps, or every saved step)."""
-    device = params.pop("device", "cpu")
-    _check_params(params)
-    default = registry.get("spectra").steps if "spectra" in registry.REGISTRY else "all"
-    chosen = select_steps(run, default if steps is None else steps)
-    parts = [at_step(run, s, device=device) for s, _ in steps_progress(chosen, "spectra", progress)]
-    return {name: pd.concat([p[name] for p in parts], ignore_index=True) for name in ("spectra", "spectra_values")}
-
-
-def across(run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params) -> pd.DataFrame:
-    """The "spectra" table of `at_step` over `steps` (None: every saved step); `across_tables` gives both."""
-    return across_tables(run, steps, progress, **params)["spectra"]
+across_tables = across_of("spectra")  # both tables
+across = across_of("spectra", table="spectra")

@@ -5,8 +5,9 @@ Steps are the outer loop, so each checkpoint is loaded once and shared by every 
 that needs it at that step (analyses that change the weights load their own). A checkpoint
 that cannot be read (missing or corrupt) is named in `SuiteResult.problems` and the analyses
 that needed it are skipped (results already cached at that step are still used); the other
-steps are still analysed. The routing head (for the analyses that take `head="routing"`) is
-read at the last step whose sensitivity can be had, walking back past unreadable checkpoints.
+steps are still analysed. What an analysis's entry says it needs is provided: the routing head
+(read at the last step whose sensitivity can be had, walking back past unreadable checkpoints),
+a reader of the previous checkpoints, no shared checkpoint where it starts from the optimizer state.
 Results are cached in the run folder per analysis, parameters and step, so a second call
 computes only what is new; cache entries that could not be used, and a cache that could not
 be, are named in `SuiteResult.notes` (and `cache_notes`).
@@ -21,7 +22,7 @@ from tqdm.auto import tqdm
 
 from interp.analysis import registry
 from interp.analysis.cache import ResultCache
-from interp.analysis.common import select_steps
+from interp.analysis.common import provided, select_steps
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.transition import tau_or_none
@@ -125,7 +126,8 @@ def run_suite(
     routing: str | None = None
     for entry in list(entries):
         params = entry.params(options)
-        if params.get("head") == "routing":  # the run's routing head, read from the sensitivity analysis
+        need = entry.need("routing_head")
+        if need is not None and params.get(need.param) == registry.ROUTING:  # read from the sensitivity analysis
             if routing is None:
                 found = routing_head_of(run, store, device, unreadable, compute)
                 if found is None:  # compute=False and no sensitivity cached: nothing to read it from
@@ -134,8 +136,9 @@ def run_suite(
                     continue
                 routing, result.routing_step = found
                 result.problems.extend(f"step {s}: {why}" for s, why in sorted(unreadable.items()))
-            params["head"] = routing
+            params[need.param] = routing
         result.params[entry.name] = params
+    extras = {entry.name: provided(entry, run) for entry in entries}  # e.g. a reader of the previous checkpoints
 
     all_steps = sorted({s for plan in plans.values() for s, _ in plan})
     bar = tqdm(total=sum(len(plan) for plan in plans.values()), desc="analyze", unit="step",
@@ -154,7 +157,7 @@ def run_suite(
                         frames.setdefault(name, []).append(df)
             bar.update(len(todo))
             continue
-        if any(hits[e.name] is None and e.shares_model for e in todo) and step not in unreadable:
+        if any(hits[e.name] is None and e.takes_model for e in todo) and step not in unreadable:
             try:
                 model = run.model(step, device=device)
             except InterpError as exc:
@@ -163,14 +166,14 @@ def run_suite(
         for entry in todo:
             bar.set_description(entry.name)
             tables = hits[entry.name]
-            if tables is None and entry.shares_model and step in unreadable:
+            if tables is None and entry.takes_model and step in unreadable:
                 bar.update(1)  # its checkpoint cannot be read: named in problems once, above
                 continue
             if tables is None:
                 params = result.params[entry.name]
                 try:
-                    out = entry.at_step()(run, step, device=device,
-                                          **({"model": model} if entry.shares_model else {}), **params)
+                    out = entry.at_step()(run, step, device=device, **({"model": model} if entry.takes_model else {}),
+                                          **params, **extras[entry.name])
                 except InterpError as exc:
                     result.problems.append(f"step {step}, {entry.name}: {exc}")
                     bar.update(1)

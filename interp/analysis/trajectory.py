@@ -15,19 +15,16 @@ each layer's L{l}.b_O, L{l}.mlp, L{l}.ln1 and L{l}.ln2, then ln_final and W_U (W
 is the whole parameter vector. A parameter that fits none of them is an error, never dropped.
 
 Only checkpoint weights are read (no forward pass). The previous two saved steps' checkpoints are
-read through the run (their SHA-256 checked against the manifest) and kept in a small
-least-recently-used store of flattened weights, keyed by the checkpoint file's hash and its
-identity on disk, so walking the steps in order reads each checkpoint about once and a result
-never depends on what the store holds. Sums are in float64.
+read through the run (their SHA-256 checked against the manifest); its registry entry needs
+"previous_checkpoints", so the suite and `across` pass a reader that keeps the last few for one
+call, and walking the steps in order reads each checkpoint about once. Sums are in float64.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +33,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis.common import over_steps
+from interp.analysis.common import across_of
 from interp.errors import InterpError
 from interp.names import head_name
 from interp.runs import Run
@@ -47,7 +44,6 @@ COLUMNS = ("step", "prev_step", "component", "kind", "layer", "head", "displacem
 KINDS = ("embed", "head", "attn", "mlp", "ln", "unembed", "all")
 HEAD_SLICE_OF = {"W_Q": "Q", "b_Q": "Q", "W_K": "K", "b_K": "K", "W_V": "V", "b_V": "V", "W_O": "O"}
 PART_ORDER = ("Q", "K", "V", "O")
-CACHE_SIZE = 3  # flattened checkpoints kept: t, t_prev and t_prev2
 
 
 # ---------------------------------------------------------------------------- components
@@ -209,41 +205,11 @@ def trajectory_rows(
 
 
 # ---------------------------------------------------------------------------- reading checkpoints
-_STORE: OrderedDict[tuple, tuple[Layout, Tensor]] = OrderedDict()
-
-
-def _identity(run: Run, step: int) -> tuple:
-    """What a checkpoint's flat weights are keyed on: the run, the step, the manifest's SHA-256 of the
-    file and the file's identity on disk (a file replaced or rewritten in place gets a new key)."""
-    entry = run.manifest()[step]
-    path = run.path / entry["file"]
-    try:
-        st = os.stat(path)
-        disk = (st.st_ino, st.st_size, st.st_mtime_ns)
-    except OSError:
-        disk = None  # missing: the read below names it
-    return (str(run.path.resolve()), step, entry["sha256"], disk)
-
-
-def checkpoint_vector(run: Run, step: int) -> tuple[Layout, Float[Tensor, " p"]]:
-    """The checkpoint at `step` as (layout, flat float32 weights), read (hash-checked) or from the store."""
-    key = _identity(run, step)
-    hit = _STORE.get(key)
-    if hit is not None:
-        _STORE.move_to_end(key)
-        return hit
-    params = run.state_dict(step)
+def checkpoint_vector(read: Callable[[int], dict[str, Tensor]], step: int) -> tuple[Layout, Float[Tensor, " p"]]:
+    """The checkpoint at `step` as (layout, flat float32 weights), its parameters from `read`."""
+    params = read(step)
     lay = layout({n: p.shape for n, p in params.items()})
-    value = (lay, flatten(params, lay))
-    _STORE[key] = value
-    while len(_STORE) > CACHE_SIZE:
-        _STORE.popitem(last=False)
-    return value
-
-
-def clear_store() -> None:
-    """Forget every stored checkpoint (the results are the same either way; this frees memory)."""
-    _STORE.clear()
+    return lay, flatten(params, lay)
 
 
 # ---------------------------------------------------------------------------- run level
@@ -252,12 +218,14 @@ def _check_params(params: dict) -> None:
         raise InterpError(f"the trajectory analysis takes no parameters, got {sorted(params)}")
 
 
-def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str = "cpu", **params) -> pd.DataFrame:
+def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str = "cpu",
+            previous: Callable[[int], dict[str, Tensor]] | None = None, **params) -> pd.DataFrame:
     """Displacement from the previous saved checkpoint, direction consistency and weight norms, per component.
 
     The weights at `step` are `model`'s when given (the suite's loaded checkpoint), else the
-    checkpoint's; the previous two saved steps are read from their checkpoints. Computed on the
-    CPU in float64 whatever `device` is (no forward pass: milliseconds).
+    checkpoint's; the previous two saved steps are read from their checkpoints, through `previous`
+    (step -> parameters; the suite's or `across`'s reader, shared by the steps of one call) or else
+    `run.state_dict`. Computed on the CPU in float64 whatever `device` is (no forward pass: milliseconds).
 
     Returns one row per component (see the module docstring) and one for "all":
     step; prev_step (the previous saved step, -1 at the first); component; kind (embed, head,
@@ -271,28 +239,26 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
     step = run.resolve_step(step)
     steps = run.steps
     i = steps.index(step)
+    read = previous if previous is not None else run.state_dict
     if model is None:
-        lay, theta = checkpoint_vector(run, step)
+        lay, theta = checkpoint_vector(read, step)
     else:
         named = dict(model.named_parameters())
         lay = layout({n: p.shape for n, p in named.items()})
         theta = flatten(named, lay, torch.float64)
     prev = prev2 = None
     if i >= 1:
-        lay_prev, theta_prev = checkpoint_vector(run, steps[i - 1])
+        lay_prev, theta_prev = checkpoint_vector(read, steps[i - 1])
         if lay_prev is not lay:  # layouts are shared per (names, shapes)
             raise InterpError(f"trajectory: the checkpoint at step {steps[i - 1]} has other parameters than "
                               f"step {step}'s")
         prev = (steps[i - 1], theta_prev)
     if i >= 2:
-        lay_prev2, prev2 = checkpoint_vector(run, steps[i - 2])
+        lay_prev2, prev2 = checkpoint_vector(read, steps[i - 2])
         if lay_prev2 is not lay:
             raise InterpError(f"trajectory: the checkpoint at step {steps[i - 2]} has other parameters than "
                               f"step {step}'s")
     return trajectory_rows(lay, step, theta, prev, prev2)
 
 
-def across(run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params) -> pd.DataFrame:
-    """`at_step` at every requested step (default: every saved step), concatenated."""
-    _check_params({k: v for k, v in params.items() if k != "device"})
-    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "trajectory", progress)
+across = across_of("trajectory")

@@ -1,7 +1,7 @@
 """Drift against diffusion in one step: many one-step AdamW updates from one optimizer-complete state.
 
 docs/diagnostics.md: from the state at a saved step (the parameters, AdamW's moments
-and step counter: `interp.forks.state.state_at`, kept or replayed), draw minibatches at the
+and step counter: `interp.replay.state_at`, kept or replayed), draw minibatches at the
 run's batch size with replacement, as training does, from the analysis's own stream "updates",
 in pairs of two independent minibatches; each gives the update u_i = theta' - theta that one
 AdamW step (the moments advanced by that minibatch's gradient, the lr of the next training
@@ -14,7 +14,7 @@ as the plain sample estimate over all 2 n_draws updates and as the paired estima
 mean_j ||(u_j1 - u_j2)_perp||^2 / 2 (unbiased from the pairs alone). A plateau held by noise
 shows sqrt(V_perp) >> |mu_par| and snr_par < 1.
 
-The updates are computed with the explicit AdamW of `interp.forks.adamw` (torch.optim.AdamW's
+The updates are computed with the explicit AdamW of `interp.optimizer` (torch.optim.AdamW's
 arithmetic, batched over draws); gradients one batched backward per minibatch; sums in float64.
 Nothing is written and the run's state is untouched.
 """
@@ -22,7 +22,7 @@ Nothing is written and the run's state is untouched.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -30,10 +30,10 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis.common import over_steps
+from interp.analysis.common import across_of
 from interp.analysis.hvp import deterministic
 from interp.errors import InterpError
-from interp.forks.adamw import adamw_math
+from interp.optimizer import adamw_math
 from interp.metrics import batch_loss
 from interp.runs import Run
 from interp.seeding import torch_generator
@@ -196,7 +196,7 @@ def state_of(run: Run, step: int, device: str = "cpu") -> tuple[UpdateState, str
     """(the UpdateState at a saved `step`, "kept" or "replayed"); InterpError, with state_at's
     reason, when the state cannot be had (a GPU-trained run without kept states, a fork...)."""
     from interp.checkpoints import load_params
-    from interp.forks.state import state_at
+    from interp.replay import state_at
     from interp.model import build_model, to_device
     from interp.steps import build_optimizer
     from interp.task import VOCAB_SIZE
@@ -253,7 +253,4 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
     return pd.DataFrame([row], columns=list(COLUMNS))
 
 
-def across(run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params) -> pd.DataFrame:
-    """`at_step` at every requested step (default: the registry entry's, "pre,mid,post"), concatenated."""
-    params.pop("model", None)
-    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "updates", progress)
+across = across_of("updates")

@@ -10,15 +10,15 @@ Both measurements reuse the fast paths of `ablation` and `patching`, for one hea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pandas as pd
 import torch
 from torch import nn
 
 from interp.analysis import ablation, patching
-from interp.analysis.common import over_steps
+from interp.analysis.common import across_of
+from interp.analysis.findings import Rows, lead, used_onsets
 from interp.errors import InterpError
+from interp.formatting import fmt
 from interp.names import parse_head
 from interp.runs import Run
 
@@ -72,6 +72,22 @@ def at_step(
     }])
 
 
-def across(run: Run, steps: int | str | Iterable | None = None, progress: bool = False, **params) -> pd.DataFrame:
-    """`at_step` at every requested step (default: every saved step); `head` is required."""
-    return over_steps(run, steps, lambda s, _: at_step(run, s, **params), "usage", progress)
+across = across_of("usage")
+
+
+# ---------------------------------------------------------------------------- findings and summary rows
+def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
+    usage = tables["usage"]
+    head = found.get("routing_head") or str(usage["head_name"].iloc[0])
+    used = used_onsets(usage, head)
+    return {"usage_head": head, "used_ablation_onset": used["ablation"], "used_ablation_lead": lead(t, used["ablation"]),
+            "used_patching_onset": used["patching"], "used_patching_lead": lead(t, used["patching"])}
+
+
+def rows(f: dict, tables: dict) -> Rows:
+    if "usage_head" not in f:
+        return []
+    return [("z used", f"resample-ablating {f['usage_head']} costs > {f['used_ablation_nats']} nats from step "
+                       f"{fmt(f.get('used_ablation_onset'), none='never')} (lead {fmt(f.get('used_ablation_lead'), '.2f')}); "
+                       f"patching restores > {f['used_patch_fraction']:.0%} from step "
+                       f"{fmt(f.get('used_patching_onset'), none='never')} (lead {fmt(f.get('used_patching_lead'), '.2f')})")]

@@ -4,6 +4,7 @@ head of the table. Reads the folders only (sweep.json or forks.json, each run's 
 from __future__ import annotations
 
 from interp.display.html import card, frame_table
+from interp.presentable import renders
 
 STATE_ORDER = ("done", "running", "interrupted", "failed", "damaged", "not started")
 
@@ -20,6 +21,7 @@ def shown_columns(df, first: list[str]) -> list[str]:
     return [c for c in dict.fromkeys(keep) if c in df.columns]
 
 
+@renders("interp.sweeps.sweep:Sweep")
 def sweep_html(sweep, max_rows: int = 10) -> str:
     spec = sweep.spec
     table = sweep.table()
@@ -34,6 +36,7 @@ def sweep_html(sweep, max_rows: int = 10) -> str:
     return card(f"Sweep {sweep.name}", rows, body, notes=["Sweep.table() has every column; interp.scaling fits it."])
 
 
+@renders("interp.forks.family:ForkFamily")
 def family_html(family, max_rows: int = 10) -> str:
     d = family.design
     table = family.table()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from interp.display.html import card
 from interp.errors import InterpError
+from interp.presentable import renders
 from interp.runs import Run
 from interp.summary import run_rows, run_summary
 
@@ -47,6 +48,7 @@ def cached_routing(run: Run) -> str | None:
     return f"{head} (z-share {share:.3f} at step {step}, from the cached sensitivity analysis)"
 
 
+@renders("interp.runs:Run")
 def run_html(run: Run) -> str:
     try:
         rows = run_rows(run_summary(run))

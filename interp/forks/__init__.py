@@ -1,12 +1,13 @@
 """Forks: continue a run's optimizer-complete state at a saved step under a changed regime.
 
-    state     the state at any saved step: kept (--save-optimizer) or replayed and verified
-    adamw     AdamW written out, each moment fed its own gradient
-    arms      what each arm changes, its parameters and its training step
+    arms      one class per arm (registered in ARMS): what it changes at the fork and at each step,
+              its parameters, whether it has a seed, its place in tables
+    arm_steps the arm's training step, and the stepper a fork is trained with (`fork_stepper`)
     fork      make one fork folder (`create_fork`) and train it (`fork`)
     family    a family of forks (steps x arms x seeds) trained like a sweep, and its table
     directions the Hessian bottom eigenvector for kicks (cached)
 
+The state at a saved step (kept or replayed) is `interp.replay`; the explicit AdamW `interp.optimizer`.
 The comparison of arms is `interp.sweeps.forks.forks(table)` (`from interp import scaling`).
 docs/forks.md explains the design and the arms.
 """

@@ -1,7 +1,9 @@
-"""The training step of each fork arm (`interp.forks.arms` says what each arm changes).
+"""The training step of a fork: its arm's step, and the stepper `interp.train.train` drives.
 
-The minibatch arms step with torch.optim.AdamW, as training does; the four full-gradient arms
-with the explicit AdamW of `interp.forks.adamw`, which feeds each moment its own gradient.
+An arm (`interp.forks.arms`) either takes the parent's minibatch step (torch.optim.AdamW, as
+training does) or defines `gradients`, and then steps with the explicit AdamW of
+`interp.optimizer`, which feeds each moment its own gradient; `ArmStep` hands it the pieces
+(the full gradient g, the measured noise xi, isotropic draws, a minibatch gradient).
 With `gamma_every` > 0, every step within `gamma_window` steps of the fork also computes the
 shadow update s_t: the step the clean full-batch arm would take from the same parameters, with
 its own moments (started from the arm's at the fork and fed the clean gradient g at every step
@@ -13,19 +15,26 @@ the full-gradient arms compute g anyway.
 
 Every arm also logs the gradient columns of plain training (`interp.steps.GradientLog`:
 grad_norm, grad_sq_mean, dissipation) for the gradient its first moment sees: g_B for the
-minibatch arms (through their `MinibatchStep`), g for `full_batch` and `v_only_noise`, g plus
-the noise for `measured_noise` and `isotropic_noise`. Reading it changes no step.
+minibatch arms (through their `MinibatchStep`), the first-moment gradient of `gradients` for
+the others (g for `full_batch` and `v_only_noise`, g plus the noise for `measured_noise` and
+`isotropic_noise`). Reading it changes no step.
+
+`fork_stepper` is what a fork is trained with: `train(run, stepper=fork_stepper)` (`interp.fork`,
+a family's jobs, `interp train --resume` of a fork; `stepper_for(run)` picks it for any run).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 
-from interp.forks.adamw import drop_shadow, explicit_step, shadow_step
+from interp.errors import InterpError
 from interp.forks.arms import Arm, arm_of
 from interp.metrics import batch_loss
+from interp.optimizer import drop_shadow, explicit_step, shadow_step
+from interp.steps import MinibatchStep, Stepping
 
 FULL_CHUNK = 512  # examples per chunk of the full-gradient pass
 
@@ -71,6 +80,15 @@ class ArmStep:
         idx = torch.randint(self.tokens.shape[0], (self.batch_size,), generator=self.gen["batches"])
         return self.tokens[idx.to(self.device)]
 
+    # what an arm's `gradients` is handed
+    def full_gradient(self) -> tuple[torch.Tensor, list]:
+        """(mean loss, g) over the whole training set."""
+        return full_gradient(self.forward, self.params, self.tokens, self.loss_pos)
+
+    def minibatch_gradient(self) -> tuple[torch.Tensor, list]:
+        """(loss, g_B) of one minibatch drawn from the fork's batch stream."""
+        return minibatch_gradient(self.forward, self.params, self._batch(), self.loss_pos)
+
     def measured_noise(self) -> list:
         """xi = (g_B1 - g_B2) / sqrt(2) for two minibatches drawn from the fork's batch stream."""
         _, g1 = minibatch_gradient(self.forward, self.params, self._batch(), self.loss_pos)
@@ -78,31 +96,26 @@ class ArmStep:
         return [(a - b) / math.sqrt(2) for a, b in zip(g1, g2)]
 
     def isotropic(self, norm: torch.Tensor) -> list:
+        """Gaussian draws from the fork's noise stream, one per parameter, scaled to total norm `norm`."""
         draws = [torch.randn(p.shape, generator=self.gen["noise"]).to(self.device) for p in self.params]
         scale = norm / _sq_norm(draws).sqrt()
         return [d * scale.to(d.dtype) for d in draws]
 
-    def gradients(self) -> tuple[torch.Tensor, list, list, list]:
-        """(full-batch loss, g, gradient for the first moment, for the second) of an explicit arm."""
-        loss, g = full_gradient(self.forward, self.params, self.tokens, self.loss_pos)
-        name, kw = self.arm.name, self.arm.kwargs
-        if name == "full_batch":
-            return loss, g, g, g
-        xi = self.measured_noise()
-        if name == "measured_noise":
-            noisy = [a + kw["c"] * b for a, b in zip(g, xi)]
-            return loss, g, noisy, noisy
-        if name == "isotropic_noise":
-            iso = self.isotropic(kw["c"] * _sq_norm(xi).sqrt())
-            noisy = [a + b for a, b in zip(g, iso)]
-            return loss, g, noisy, noisy
-        return loss, g, g, [a + kw["s"] * b for a, b in zip(g, xi)]  # v_only_noise
+    @staticmethod
+    def sq_norm(tensors: list) -> torch.Tensor:
+        """sum ||t||^2 over `tensors`, in float64."""
+        return _sq_norm(tensors)
+
+    def gradients(self) -> tuple[torch.Tensor, list | None, list, list]:
+        """(loss, clean g or None, gradient for the first moment, for the second) of an explicit arm."""
+        return self.arm.gradients(self)
 
     def __call__(self, step: int) -> torch.Tensor:
         since = step - self.fork_step - 1
         window = self.gamma_every > 0 and 0 <= since < self.gamma_window
         clean = None
-        if self.arm.definition.explicit:
+        explicit = self.arm.explicit
+        if explicit:
             loss, clean, g_m, g_v = self.gradients()
         if window:  # the clean full-batch shadow advances at every step of the window
             if clean is None:
@@ -111,7 +124,7 @@ class ArmStep:
             shadow = shadow_step(self.optimizer, clean)
         elif self.gamma_every > 0 and since == self.gamma_window:
             drop_shadow(self.optimizer)
-        if self.arm.definition.explicit:
+        if explicit:
             if not bool(torch.isfinite(loss)):
                 return loss
             if self.log is not None:
@@ -137,10 +150,8 @@ class ArmStep:
         return out
 
 
-def build_stepper(run, forward, model, optimizer, tokens, device: str):
-    """(the step of `run`'s arm, its random streams by name) for `interp.train` to drive."""
-    from interp.steps import MinibatchStep
-
+def build_stepper(run, forward, model, optimizer, tokens, device: str) -> tuple[ArmStep, dict]:
+    """(the step of `run`'s arm, its random streams by name)."""
     block = run.fork
     arm = arm_of(block)
     tspec = run.spec.train
@@ -151,3 +162,21 @@ def build_stepper(run, forward, model, optimizer, tokens, device: str):
     step = ArmStep(arm, plain, forward, model, optimizer, tokens, layout.loss_pos, generators, tspec.batch_size,
                    block["parent_step"], block.get("gamma_every", 0), block.get("gamma_window", 0), device)
     return step, generators
+
+
+def fork_stepper(run, forward, model, optimizer, tokens, device: str, resume) -> Stepping:
+    """A fork's stepper for `interp.train.train`: its arm's step and random streams, the parent's lr
+    schedule at the same absolute steps (scaled by a changed lr), and Q counted from the fork step."""
+    if resume is None:
+        raise InterpError(f"{run.path} is a fork without its starting state (resume.safetensors): make it "
+                          f"again with interp fork")
+    step, generators = build_stepper(run, forward, model, optimizer, tokens, device)
+    tspec = run.spec.train
+    return Stepping(step, generators, dataclasses.replace(tspec, steps=run.fork["parent_steps"]),
+                    tspec.lr / run.fork["parent_lr"], origin=run.fork["parent_step"])
+
+
+def stepper_for(run):
+    """The stepper `interp.train.train` needs for `run`: `fork_stepper` for a fork, None (the
+    minibatch step) for any other run."""
+    return None if run.fork is None else fork_stepper

@@ -1,4 +1,4 @@
-"""The arms of a fork: what each changes, its parameters, and the training step it takes.
+"""The arms of a fork: one class per arm, registered by name in ARMS.
 
 Each arm changes one thing about the parent's regime (docs/forks.md). g_B is a minibatch
 gradient at the fork's batch size, g the gradient over the whole training set (computed in
@@ -15,14 +15,25 @@ chunks), xi = (g_B1 - g_B2) / sqrt(2) the measured noise of two independent mini
     kick             minibatch after displacing the parameters by eps along the Hessian bottom
                      eigenvector (direction vmin or -vmin) or a random unit direction
 
-The training step of each arm is `interp.forks.arm_steps` (this module imports no torch).
+An arm class says everything about its arm, so that a new arm is one class passed to `register`:
+its name, doc and parameters (`PARAMS`, checked by `make_arm`); whether it has a random stream of
+its own (`seedless`: one fork per step in a family) and which batch stream it starts from
+(`stream`); its place in comparison tables (`order`, else its place in ARMS); the training
+settings it changes (`train_changes`); what it does at the fork (`prepare_params` before the
+model is built, `prepare_optimizer` once the parent's optimizer state is loaded); and at each
+step, `gradients`: an arm that defines it steps with the explicit AdamW on the gradients it
+returns for each moment, the others take the parent's minibatch step (`interp.forks.arm_steps`
+drives both). An instance is the arm with every parameter given, as a fork records it.
+This module imports no torch: the hooks reach tensors only through what they are handed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from interp.errors import InterpError
 
@@ -39,48 +50,39 @@ class Param:
     doc: str = ""
 
 
-@dataclass(frozen=True)
-class ArmDef:
-    name: str
-    doc: str
+@dataclass
+class ForkStart:
+    """What an arm's `prepare_params` may change at the fork: `params` (name -> tensor, loaded into
+    the fork's model afterwards), from the parent's `state` at `step`, for fork seed `seed`."""
+
+    parent: object
+    step: int
+    seed: int
+    state: object
     params: dict
-    explicit: bool = False  # steps with the explicit AdamW on the full gradient
-    stream: str = "new"  # "parent": the parent's batch stream; "new": one per fork seed
 
 
-ARMS = {d.name: d for d in (
-    ArmDef("continue", "the parent's own batch stream (reproduces the parent bit for bit on the CPU)", {},
-           stream="parent"),
-    ArmDef("minibatch", "the reference arm: the parent's regime with a new batch stream per fork seed", {}),
-    ArmDef("full_batch", "the full-training-set gradient g at every step: no sampling noise", {}, explicit=True),
-    ArmDef("measured_noise", "g + c (g_B1 - g_B2) / sqrt(2): noise with the minibatch covariance, in both moments",
-           {"c": Param(float, 1.0, doc="noise scale")}, explicit=True),
-    ArmDef("isotropic_noise", "g + isotropic Gaussian noise of norm c ||g_B1 - g_B2|| / sqrt(2), in both moments",
-           {"c": Param(float, 1.0, doc="noise scale")}, explicit=True),
-    ArmDef("v_only_noise", "first moment g, second moment (g + s (g_B1 - g_B2) / sqrt(2))^2: noise reaches the "
-           "update only through the preconditioner", {"s": Param(float, 1.0, doc="noise scale")}, explicit=True),
-    ArmDef("reset_optimizer", "both AdamW moments zeroed and the step counter reset, then minibatch", {}),
-    ArmDef("lr", "minibatch at another learning rate", {"value": Param(float, None, low_open=True, doc="lr")}),
-    ArmDef("batch_size", "minibatch at another batch size", {"value": Param(int, None, low=1, doc="batch size")}),
-    ArmDef("weight_decay", "minibatch at another weight decay", {"value": Param(float, None, doc="weight decay")}),
-    ArmDef("kick", "minibatch after displacing the parameters by eps along the Hessian bottom eigenvector at the "
-           "fork step (vmin: oriented downhill, -vmin: uphill) or a random unit direction (the control)",
-           {"eps": Param(float, None, low_open=True, doc="displacement (parameter units)"),
-            "direction": Param(str, "vmin", low=None, choices=DIRECTIONS, doc="vmin, -vmin or random")}),
-)}
-TRAIN_CHANGES = {"lr": "lr", "batch_size": "batch_size", "weight_decay": "weight_decay"}
+def fork_seed(parent_seed: int, step: int, seed: int, purpose: str) -> int:
+    digest = hashlib.sha256(f"interp-fork:{parent_seed}:{step}:{seed}:{purpose}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
 @dataclass(frozen=True)
 class Arm:
-    """An arm with every parameter given (defaults filled in), as a fork records it."""
+    """An arm with every parameter given (defaults filled in), as a fork records it; its class
+    (registered in ARMS) says what the arm does (module docstring)."""
 
-    name: str
     params: tuple[tuple[str, object], ...] = ()
 
-    @property
-    def definition(self) -> ArmDef:
-        return ARMS[self.name]
+    name: ClassVar[str] = ""
+    doc: ClassVar[str] = ""
+    PARAMS: ClassVar[dict[str, Param]] = {}
+    seedless: ClassVar[bool] = False  # no random stream of its own: one fork per step, not per seed
+    stream: ClassVar[str] = "new"  # "parent": the parent's batch stream; "new": one per fork seed
+    order: ClassVar[float | None] = None  # place in comparison tables; None: its place in ARMS
+
+    def __repr__(self) -> str:
+        return f"Arm(name={self.name!r}, params={self.params!r})"
 
     @property
     def kwargs(self) -> dict:
@@ -100,27 +102,204 @@ class Arm:
         text = self.name + "".join(f"_{k}{v:g}" if isinstance(v, float) else f"_{k}{v}" for k, v in self.params)
         return "".join(ch if ch.isalnum() or ch in ".+-_" else "_" for ch in text)
 
+    @property
+    def explicit(self) -> bool:
+        """Steps with the explicit AdamW on the gradients of `gradients` (which does not clip)."""
+        return type(self).gradients is not Arm.gradients
+
     def train_changes(self) -> dict:
         """The training settings this arm changes (lr, batch_size, weight_decay)."""
-        return {TRAIN_CHANGES[self.name]: self.kwargs["value"]} if self.name in TRAIN_CHANGES else {}
+        return {}
+
+    def prepare_params(self, start: ForkStart) -> None:
+        """At the fork, before the model is built: change `start.params` in place (a kick)."""
+
+    def prepare_optimizer(self, optimizer) -> None:
+        """At the fork, once the parent's optimizer state is loaded: change it (a reset)."""
+
+    def gradients(self, step) -> tuple:
+        """(loss, the clean gradient g or None, the gradient for the first moment, for the second)
+        of one step; `step` is the `interp.forks.arm_steps.ArmStep` (full_gradient, measured_noise,
+        minibatch_gradient, isotropic, sq_norm). Arms that do not define it take the minibatch step."""
+        raise NotImplementedError
 
 
+ARMS: dict[str, type[Arm]] = {}
+
+
+def register(cls: type[Arm]) -> type[Arm]:
+    """Add an arm class to ARMS under its `name` (a class decorator)."""
+    if not cls.name or not cls.name.replace("_", "").isalnum():
+        raise InterpError(f"an arm needs a name of letters, digits and _, got {cls.name!r}")
+    ARMS[cls.name] = cls
+    return cls
+
+
+def table_order(name: str) -> int | float:
+    """Where an arm's rows go in comparison tables: its class's `order`, else its place in ARMS;
+    arms not registered come last."""
+    cls = ARMS.get(name)
+    if cls is None:
+        return len(ARMS)
+    return list(ARMS).index(name) if cls.order is None else cls.order
+
+
+# ---------------------------------------------------------------------------- the arms
+@register
+class Continue(Arm):
+    name = "continue"
+    doc = "the parent's own batch stream (reproduces the parent bit for bit on the CPU)"
+    seedless = True
+    stream = "parent"
+
+
+@register
+class Minibatch(Arm):
+    name = "minibatch"
+    doc = "the reference arm: the parent's regime with a new batch stream per fork seed"
+
+
+@register
+class FullBatch(Arm):
+    name = "full_batch"
+    doc = "the full-training-set gradient g at every step: no sampling noise"
+    seedless = True
+
+    def gradients(self, step) -> tuple:
+        loss, g = step.full_gradient()
+        return loss, g, g, g
+
+
+@register
+class MeasuredNoise(Arm):
+    name = "measured_noise"
+    doc = "g + c (g_B1 - g_B2) / sqrt(2): noise with the minibatch covariance, in both moments"
+    PARAMS = {"c": Param(float, 1.0, doc="noise scale")}
+
+    def gradients(self, step) -> tuple:
+        loss, g = step.full_gradient()
+        xi = step.measured_noise()
+        noisy = [a + self.kwargs["c"] * b for a, b in zip(g, xi)]
+        return loss, g, noisy, noisy
+
+
+@register
+class IsotropicNoise(Arm):
+    name = "isotropic_noise"
+    doc = "g + isotropic Gaussian noise of norm c ||g_B1 - g_B2|| / sqrt(2), in both moments"
+    PARAMS = {"c": Param(float, 1.0, doc="noise scale")}
+
+    def gradients(self, step) -> tuple:
+        loss, g = step.full_gradient()
+        xi = step.measured_noise()
+        iso = step.isotropic(self.kwargs["c"] * step.sq_norm(xi).sqrt())
+        noisy = [a + b for a, b in zip(g, iso)]
+        return loss, g, noisy, noisy
+
+
+@register
+class VOnlyNoise(Arm):
+    name = "v_only_noise"
+    doc = ("first moment g, second moment (g + s (g_B1 - g_B2) / sqrt(2))^2: noise reaches the update only "
+           "through the preconditioner")
+    PARAMS = {"s": Param(float, 1.0, doc="noise scale")}
+
+    def gradients(self, step) -> tuple:
+        loss, g = step.full_gradient()
+        xi = step.measured_noise()
+        return loss, g, g, [a + self.kwargs["s"] * b for a, b in zip(g, xi)]
+
+
+@register
+class ResetOptimizer(Arm):
+    name = "reset_optimizer"
+    doc = "both AdamW moments zeroed and the step counter reset, then minibatch"
+
+    def prepare_optimizer(self, optimizer) -> None:
+        for slot in optimizer.state.values():
+            slot["step"].zero_()
+            slot["exp_avg"].zero_()
+            slot["exp_avg_sq"].zero_()
+
+
+class SettingArm(Arm):
+    """Minibatch with one training setting (`setting`) changed to `value`."""
+
+    setting: ClassVar[str] = ""
+
+    def train_changes(self) -> dict:
+        return {self.setting: self.kwargs["value"]}
+
+
+@register
+class LearningRate(SettingArm):
+    name = setting = "lr"
+    doc = "minibatch at another learning rate"
+    PARAMS = {"value": Param(float, None, low_open=True, doc="lr")}
+
+
+@register
+class BatchSize(SettingArm):
+    name = setting = "batch_size"
+    doc = "minibatch at another batch size"
+    PARAMS = {"value": Param(int, None, low=1, doc="batch size")}
+
+
+@register
+class WeightDecay(SettingArm):
+    name = setting = "weight_decay"
+    doc = "minibatch at another weight decay"
+    PARAMS = {"value": Param(float, None, doc="weight decay")}
+
+
+@register
+class Kick(Arm):
+    name = "kick"
+    doc = ("minibatch after displacing the parameters by eps along the Hessian bottom eigenvector at the fork step "
+           "(vmin: oriented downhill, -vmin: uphill) or a random unit direction (the control)")
+    PARAMS = {"eps": Param(float, None, low_open=True, doc="displacement (parameter units)"),
+              "direction": Param(str, "vmin", low=None, choices=DIRECTIONS, doc="vmin, -vmin or random")}
+
+    def prepare_params(self, start: ForkStart) -> None:
+        kw = self.kwargs
+        direction = kick_direction(start.parent, start.step, start.state, kw["direction"], start.seed)
+        start.params.update({n: t + kw["eps"] * direction[n] for n, t in start.params.items()})
+
+
+def kick_direction(parent, step: int, state, direction: str, seed: int) -> dict:
+    """A unit vector (name -> tensor): the Hessian bottom eigenvector at the state (vmin oriented
+    so that the gradient's component along it is <= 0, i.e. downhill; -vmin the other way), or a
+    random unit direction from the fork seed. The eigenvector is cached in the parent's cache/."""
+    import torch
+
+    if direction == "random":
+        gen = torch.Generator().manual_seed(fork_seed(parent.spec.seed, step, seed, "kick"))
+        draws = {n: torch.randn(p.shape, generator=gen) for n, p in state.params.items()}
+        norm = torch.sqrt(sum((d.double() ** 2).sum() for d in draws.values()))
+        return {n: (d / norm).float() for n, d in draws.items()}
+    from interp.forks.directions import bottom_eigenvector
+
+    vmin = bottom_eigenvector(parent, step, state)
+    return vmin if direction == "vmin" else {n: -v for n, v in vmin.items()}
+
+
+# ---------------------------------------------------------------------------- parsing
 def make_arm(name: str, **params) -> Arm:
     """An Arm with its parameters checked: a clear error for an unknown arm or parameter, or a bad value."""
     if name not in ARMS:
         raise InterpError(f"unknown arm {name!r}; allowed: {', '.join(ARMS)}")
-    spec = ARMS[name]
-    unknown = sorted(set(params) - set(spec.params))
+    cls = ARMS[name]
+    unknown = sorted(set(params) - set(cls.PARAMS))
     if unknown:
-        allowed = ", ".join(spec.params) or "none"
+        allowed = ", ".join(cls.PARAMS) or "none"
         raise InterpError(f"arm {name} has no parameter {', '.join(unknown)}; its parameters: {allowed}")
     out = []
-    for key, p in spec.params.items():
+    for key, p in cls.PARAMS.items():
         value = params.get(key, p.default)
         if value is None:
             raise InterpError(f"arm {name} needs {key}= ({p.doc}), e.g. {name}:{key}=...")
         out.append((key, _value(name, key, p, value)))
-    return Arm(name, tuple(out))
+    return cls(tuple(out))
 
 
 def _value(arm: str, key: str, p: Param, value):

@@ -2,7 +2,7 @@
 
 `ForkFamily` needs the parent to make each fork's spec; `interp ls` (which must stay light) and
 a report whose parent has gone missing need only what the design says: the fork folders'
-names and which arms have one fork per step. Both read it here, so the naming rule is written
+names and which arms have one fork per step (an arm class's `seedless`). Both read it here, so the naming rule is written
 once; `listing` is the family's line of `interp ls`.
 """
 
@@ -16,7 +16,6 @@ from interp.forks.arms import Arm, make_arm
 
 FAMILY_FILE = "forks.json"
 FORMAT = 1
-SEEDLESS = ("continue", "full_batch")  # no random stream of their own: one fork per step
 
 
 def is_family(path) -> bool:
@@ -54,7 +53,7 @@ def design_points(design: dict, arms: list[Arm] | None = None) -> list[tuple[str
     try:
         return [(fork_name(step, arm, seed), step, arm, seed)
                 for step in design["steps"] for arm in arms
-                for seed in (design["seeds"][:1] if arm.name in SEEDLESS else design["seeds"])]
+                for seed in (design["seeds"][:1] if arm.seedless else design["seeds"])]
     except (KeyError, TypeError) as exc:
         raise InterpError(f"{FAMILY_FILE} lacks part of a fork family ({exc})") from None
 

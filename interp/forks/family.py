@@ -4,10 +4,10 @@
     forks/fam/at500-minibatch-s0/      an ordinary run folder (a fork: `interp.forks.fork`)
     forks/fam/at500-full_batch-s0/
 
-Arms without randomness of their own (`continue`, `full_batch`) get one fork per step, not one
-per seed. `ForkFamily.train` first makes every missing fork folder (the state at each fork step
-is computed once: kept, or replayed and verified, `interp.forks.state`), then hands the
-folders to the sweep executors (`interp.sweeps.executors.train_sweep`: the local pool or Ray,
+Arms without randomness of their own (`continue`, `full_batch`: their class's `seedless`) get
+one fork per step, not one per seed. `ForkFamily.train` first makes every missing fork folder (the state at each fork step
+is computed once: kept, or replayed and verified, `interp.replay`), then hands the
+folders to the executors (`interp.collections.training.train_points`: the local pool or Ray,
 idempotent and resumable; a finished family trains nothing). The table is the sweep table's
 columns plus fork_step, arm, arm_params, fork_seed, horizon, escape_half and escape_snap (steps
 after the fork to tau_half and to the snap), their censored_* flags (never reached within the
@@ -22,18 +22,21 @@ import os
 import shutil
 from pathlib import Path
 
+from interp.collections.collection import Collection
 from interp.errors import InterpError
 from interp.files import atomic_write_json
 from interp.forks.arms import Arm
-from interp.forks.design import FAMILY_FILE, FORMAT, SEEDLESS, design_arms, design_points, read_design
+from interp.forks.design import FAMILY_FILE, FORMAT, design_arms, design_points, read_design
 from interp.forks.fork import DEFAULT_GAMMA_WINDOW, check_out, create_fork, fork_block, fork_spec, resolve_at
 from interp.runs import RESUME_FILE, Run, RunLock
 
-__all__ = ["ForkFamily", "escapes", "FAMILY_FILE", "FORMAT", "SEEDLESS"]
+__all__ = ["ForkFamily", "escapes", "FAMILY_FILE", "FORMAT"]
 
 
-class ForkFamily:
+class ForkFamily(Collection):
     """A fork family folder: its parent, design, fork folders and table."""
+
+    KIND = "fork family"
 
     def __init__(self, path: Path, design: dict):
         self.path = Path(path)
@@ -83,20 +86,16 @@ class ForkFamily:
     def is_family(path) -> bool:
         return (Path(path) / FAMILY_FILE).is_file()
 
-    @property
-    def name(self) -> str:
-        return self.path.name
-
     def __repr__(self) -> str:
         d = self.design
         return (f"ForkFamily({str(self.path)!r}, steps {d['steps']}, arms {[a['arm'] for a in d['arms']]}, "
                 f"seeds {d['seeds']})")
 
     def _repr_html_(self) -> str:
-        """A notebook card (`interp.display.family`): design, counts per status, the table's head."""
-        from interp.display.family import family_html
+        """A notebook card (`interp.display.family`, found by type): design, counts per status, the table's head."""
+        from interp.presentable import html
 
-        return family_html(self)
+        return html(self)
 
     @property
     def parent(self) -> Run:
@@ -113,9 +112,9 @@ class ForkFamily:
         return self._points(self.parent)
 
     def states(self) -> dict:
-        """Every fork's state (`interp.sweeps.state.examine`); a folder whose fork block is not the
+        """Every fork's state (`interp.collections.states.examine`); a folder whose fork block is not the
         point's (another parent step, arm, seed or parent checkpoint) is damaged."""
-        from interp.sweeps.state import PointState, examine
+        from interp.collections.states import PointState, examine
 
         parent = self.parent
         out = {}
@@ -139,7 +138,7 @@ class ForkFamily:
     def prepare(self, progress: bool = False) -> int:
         """Make every fork folder that does not exist yet (a half-made one is made again); the state
         at each fork step is computed once. Returns how many were made."""
-        from interp.forks.state import state_at
+        from interp.replay import state_at
 
         parent = self.parent
         states = self.states()
@@ -163,21 +162,29 @@ class ForkFamily:
     def train(self, backend: str = "local", workers: int = 1, threads: int | None = None, device: str = "cpu",
               address: str | None = None, cpus_per_run: int | float = 1, gpus_per_run: int | float = 0,
               progress: bool = True):
-        """Make the missing forks, then train every unfinished one (`train_sweep`); returns its Outcome."""
-        from interp.sweeps.executors import check_options, train_sweep
+        """Make the missing forks, then train every unfinished one (`train_points`); returns its Outcome."""
+        from interp.collections.executors import check_options
+        from interp.collections.training import train_points
+        from interp.forks.arm_steps import fork_stepper
 
         check_options(backend, workers, threads, cpus_per_run, gpus_per_run)
         self.prepare(progress)
-        return train_sweep(self, backend=backend, workers=workers, threads=threads, device=device, address=address,
-                           cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run, progress=progress, create=False)
+        return train_points(self, backend=backend, workers=workers, threads=threads, device=device, address=address,
+                            cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run, progress=progress, create=False,
+                            stepper=fork_stepper)
 
     # ------------------------------------------------------------------ the table
-    def table(self):
-        """One row per fork: the sweep table's columns (`interp.sweeps.state`) and the fork's
-        (module docstring). Escapes count evaluated steps after the fork step."""
+    def table(self, circuits: bool = False):
+        """One row per fork: the sweep table's columns (`interp.collections.rows`) and the fork's
+        (module docstring). Escapes count evaluated steps after the fork step. With `circuits`,
+        also each fork's circuit columns, read from its analysis cache (`interp.sweeps.circuits`,
+        filled by `interp analyze FAMILY`); this loads torch, the plain table does not."""
         import pandas as pd
 
-        from interp.sweeps.state import identity, measures
+        from interp.collections.rows import identity, measures
+
+        if circuits:
+            from interp.sweeps.circuits import circuit_row
 
         rows = []
         for (name, _, point), st in zip(self.points(), self.states().values()):
@@ -194,6 +201,8 @@ class ForkFamily:
                 row.update(measures(None, spec, "damaged"), **escapes(None, point["step"], "damaged"),
                            status="damaged", error=str(exc))
                 row["last_step"] = None
+            if circuits:
+                row.update(circuit_row(st.run, row["status"], bool(row["censored_tau_half"])))
             rows.append(row)
         df = pd.DataFrame(rows)
         df["steps_run"] = df["steps_run"].astype("Int64")
@@ -203,19 +212,16 @@ class ForkFamily:
 def escapes(run, fork_step: int, state: str) -> dict:
     """escape_half / escape_snap (steps after the fork), censored flags, steps run after the fork,
     and gamma (sum ||u - s||^2 / sum ||s||^2 over the logged samples) of one fork."""
-    from interp.transition import SNAP_FRACTION
+    from interp.transition import facts
 
     out = {"escape_half": math.nan, "escape_snap": math.nan, "censored_escape_half": False,
            "censored_escape_snap": False, "steps_run": None, "gamma": math.nan, "gamma_samples": 0}
     if run is None:
         return out
-    series = run.metric_series("loss_cand", "gamma_num", "gamma_den", "gamma_samples")
-    pairs = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if s >= fork_step and v == v]
-    log_k = run.log_k
-    half = next((s for s, v in pairs if v < 0.5 * log_k), None)
-    snap = next((s for s, v in pairs if v < SNAP_FRACTION * log_k), None)
+    series = run.metric_series("gamma_num", "gamma_den", "gamma_samples")
+    half, snap, last = facts(run).reached_from(fork_step)
     done = state == "done"
-    out["steps_run"] = (pairs[-1][0] - fork_step) if pairs else 0
+    out["steps_run"] = (last - fork_step) if last is not None else 0
     for key, value in (("escape_half", half), ("escape_snap", snap)):
         out[key] = math.nan if value is None else float(value - fork_step)
         out[f"censored_{key}"] = bool(done and value is None)

@@ -7,12 +7,13 @@ run.json also records (hashed) the fork block: the parent (path, step, the check
 SHA-256, spec hash), the arm and its parameters, the fork seed and the realised-update-power
 sampling. The folder starts with the state at the fork step (the checkpoint, a metrics row
 and the resume state, after the arm's change at the fork: zeroed moments, a kick, a new batch
-stream), so training it is resuming it (`interp.train.train`), and a killed fork resumes too.
+stream), so training it is resuming it (`interp.train.train` with the fork's stepper,
+`interp.forks.arm_steps.fork_stepper`), and a killed fork resumes too. What the arm does at the
+fork is its class's `prepare_params` and `prepare_optimizer` (`interp.forks.arms`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -21,7 +22,7 @@ from pathlib import Path
 import torch
 
 from interp.errors import InterpError
-from interp.forks.arms import Arm, make_arm
+from interp.forks.arms import Arm, ForkStart, fork_seed, make_arm
 
 # settings a fork may change besides its arm: how it is recorded, never how it trains
 STORAGE = ("eval_every", "checkpoint_every", "checkpoint_dtype", "save_optimizer", "stop_after_snap",
@@ -56,11 +57,6 @@ def resolve_at(run, at) -> int:
     return step
 
 
-def fork_seed(parent_seed: int, step: int, seed: int, purpose: str) -> int:
-    digest = hashlib.sha256(f"interp-fork:{parent_seed}:{step}:{seed}:{purpose}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
-
-
 def check_out(parent, out: Path) -> None:
     """Refuse an output folder inside the parent run (it would be copied into its own history)."""
     out_abs, parent_abs = Path(os.path.abspath(out)), Path(os.path.abspath(parent.path))
@@ -81,7 +77,7 @@ def fork_spec(parent, step: int, arm: Arm, horizon: int, settings: dict | None =
                           f"{', '.join(STORAGE)}")
     spec = parent.spec.override(**arm.train_changes(), **settings, steps=step + horizon)
     spec.validate()
-    if arm.definition.explicit and spec.train.grad_clip is not None:
+    if arm.explicit and spec.train.grad_clip is not None:
         raise InterpError(f"arm {arm.name} steps on the full gradient with an explicit AdamW, which does not clip: "
                           f"{parent.path} trains with grad_clip {spec.train.grad_clip}")
     return spec
@@ -101,28 +97,13 @@ def fork_block(parent, step: int, arm: Arm, seed: int, horizon: int, gamma_every
             "horizon": horizon, "gamma_every": gamma_every, "gamma_window": gamma_window, "state": source}
 
 
-def kick_direction(parent, step: int, state, direction: str, seed: int) -> dict[str, torch.Tensor]:
-    """A unit vector (name -> tensor): the Hessian bottom eigenvector at the state (vmin oriented
-    so that the gradient's component along it is <= 0, i.e. downhill; -vmin the other way), or a
-    random unit direction from the fork seed. The eigenvector is cached in the parent's cache/."""
-    if direction == "random":
-        gen = torch.Generator().manual_seed(fork_seed(parent.spec.seed, step, seed, "kick"))
-        draws = {n: torch.randn(p.shape, generator=gen) for n, p in state.params.items()}
-        norm = torch.sqrt(sum((d.double() ** 2).sum() for d in draws.values()))
-        return {n: (d / norm).float() for n, d in draws.items()}
-    from interp.forks.directions import bottom_eigenvector
-
-    vmin = bottom_eigenvector(parent, step, state)
-    return vmin if direction == "vmin" else {n: -v for n, v in vmin.items()}
-
-
 def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0, gamma_every: int = 0,
                 gamma_window: int = DEFAULT_GAMMA_WINDOW, settings: dict | None = None, state=None,
                 source: str = "", progress: bool = False):
     """Make the fork folder at `out` (nothing is trained): checks everything first, then writes the
     run with its state at the fork step. `state` is the parent's state there (else kept or replayed)."""
     from interp.checkpoints import load_params
-    from interp.forks.state import state_at
+    from interp.replay import state_at
     from interp.metrics import evaluate_examples, summarize
     from interp.model import build_model
     from interp.runs import Run, check_new_folder
@@ -139,11 +120,9 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
     if state is None:
         state, source = state_at(parent, step, progress)
         block["state"] = source
-    params = {n: t.clone() for n, t in state.params.items()}
-    if arm.name == "kick":
-        kw = arm.kwargs
-        direction = kick_direction(parent, step, state, kw["direction"], seed)
-        params = {n: t + kw["eps"] * direction[n] for n, t in params.items()}
+    start = ForkStart(parent, step, seed, state, {n: t.clone() for n, t in state.params.items()})
+    arm.prepare_params(start)  # a kick
+    params = start.params
     task = parent.task
     model = build_model(spec.model, task.layout.length, VOCAB_SIZE)
     load_params(model, params)
@@ -152,13 +131,9 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
     optimizer.load_state_dict(opt_state)
     for group in optimizer.param_groups:  # loading restored the parent's; the fork's own apply
         group["weight_decay"] = spec.train.weight_decay
-    if arm.name == "reset_optimizer":
-        for slot in optimizer.state.values():
-            slot["step"].zero_()
-            slot["exp_avg"].zero_()
-            slot["exp_avg_sq"].zero_()
+    arm.prepare_optimizer(optimizer)  # a reset
     batches, noise = torch.Generator(), torch.Generator()
-    if arm.definition.stream == "parent":
+    if arm.stream == "parent":
         batches.set_state(state.generators["batches"])
     else:
         batches.manual_seed(fork_seed(parent.spec.seed, step, seed, "batches"))
@@ -189,6 +164,7 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
     """Fork `run` (a Run or a path) at `at` (a saved step, "tau/2", "pre", ...) under `arm` (a name,
     "NAME:key=value,..." or an Arm) for `steps` steps into the run folder `out`, and train it.
     Running it again on a finished fork trains nothing; on an interrupted one, resumes it."""
+    from interp.forks.arm_steps import fork_stepper
     from interp.forks.arms import parse_arms
     from interp.runs import Run
     from interp.train import train
@@ -212,11 +188,11 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
             raise InterpError(f"{out} holds another run or fork; choose another folder")
         if (existing.status or {}).get("state") == "done":
             return existing
-        train(existing, device=device, progress=progress)
+        train(existing, device=device, progress=progress, stepper=fork_stepper)
         return Run.open(out)
     created = create_fork(parent, step, arm, steps, out, seed=seed, gamma_every=gamma_every,
                           gamma_window=gamma_window, settings=settings, progress=progress)
-    train(created, device=device, progress=progress)
+    train(created, device=device, progress=progress, stepper=fork_stepper)
     return Run.open(out)
 
 

@@ -101,11 +101,9 @@ def spread(steps: list[int], at_most: int) -> list[int]:
 
 
 def transition_window(run) -> tuple[int, int] | None:
-    from interp.transition import window_bounds
+    from interp.transition import facts
 
-    series = run.metric_series("loss_cand")
-    pairs = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if v == v]
-    return window_bounds([s for s, _ in pairs], [v for _, v in pairs], run.log_k) if pairs else None
+    return facts(run).window
 
 
 def _cached(run, analysis: str, accept=None) -> dict[str, pd.DataFrame]:

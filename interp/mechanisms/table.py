@@ -175,15 +175,7 @@ def mechanisms(path, compute: bool = True, progress: bool = False) -> MechanismT
     compute=True computes the cheap analyses it needs (groups, trajectory, gradients on the
     plateau) and caches them in each run; the Hessian and the curvature noise are only read
     from the cache. compute=False reads the caches only."""
-    from interp.forks.design import is_family
-    from interp.runs import Run
-    from interp.sweeps.sweep import Sweep
+    from interp.collections.folders import FAMILY, RUN, SWEEP, kind_of, open as open_folder
 
-    path = Path(path)
-    if is_family(path):
-        from interp.forks.family import ForkFamily
-
-        return for_family(ForkFamily.open(path), compute, progress)
-    if Sweep.is_sweep(path):
-        return for_sweep(Sweep.open(path), compute, progress)
-    return for_run(Run.open(path), compute, progress)
+    build = {FAMILY: for_family, SWEEP: for_sweep, RUN: for_run}[kind_of(path)]
+    return build(open_folder(path), compute, progress)

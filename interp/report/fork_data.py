@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from interp.collections.states import PointState, examine
 from interp.errors import InterpError
 from interp.forks.design import design_points
 from interp.forks.family import ForkFamily
 from interp.runs import RESUME_FILE, RUN_FILE, Run
 from interp.sweeps.forks import arm_label
-from interp.sweeps.state import PointState, examine
 
 DRAWN = ("done", "running", "interrupted", "failed")  # states whose metrics log is worth drawing
 

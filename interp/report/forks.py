@@ -151,6 +151,7 @@ def _forks_table(table: pd.DataFrame) -> str:
 
 def _figures(data: FamilyData, escape: ForkComparison | None, problem: str) -> list[Section]:
     from interp.plots.fork_curves import fork_loss_curves, gamma_by_arm
+    from interp.plots.forks import fork_escapes
 
     d, table = data.family.design, data.table
     missing = [r for r, s in zip(table["run"], table["status"]) if s == "damaged" or s == "not started"]
@@ -172,7 +173,7 @@ def _figures(data: FamilyData, escape: ForkComparison | None, problem: str) -> l
     for section, make in ((curves, lambda: fork_loss_curves(data.curves, data.parent_curve, data.log_k,
                                                             int(d["horizon"]), data.labels)),
                           (gamma, lambda: gamma_by_arm(done, data.labels)),
-                          (escapes, lambda: escape.figure())):
+                          (escapes, lambda: fork_escapes(escape))):
         try:
             if section is escapes and escape is None:
                 raise InterpError(problem)

@@ -3,8 +3,8 @@
 The analyses come from the suite (`interp.analysis.suite.run_suite`) and therefore from the
 run's cache when present: a second report of the same run only redraws. Analyses that run
 only when asked (minutes of work: the geometry) are read from the cache and never started;
-their sections say how to compute them. Every section comes from the registry
-(`ReportSection`: title, caption, figure function); one that cannot be made (too few
+their sections say how to compute them. Every section is registered by its figure function
+(`interp.report.sections`: title, caption, figure); one that cannot be made (too few
 checkpoints, no tau, no candidate loss) is replaced by a note saying why, and the rest of the
 report is still written. Cache entries that were damaged (recomputed, or left out) and a
 cache that could not be used are named in a box under the summary; the routing head is read
@@ -27,10 +27,11 @@ from interp.analysis.common import select_steps
 from interp.analysis.findings import findings as find, summary_rows
 from interp.analysis.suite import run_suite
 from interp.errors import InterpError
-from interp.report.figures import RUN_SECTIONS
+from interp.report import diagnostic_figures, figures  # noqa: F401 - their figure functions register the sections
 from interp.report.mechanisms import mechanism_html
 from interp.report.page import (NotComputed, Section, figure_count, figure_html, page, section_html, summary_table,
                                 write_html)
+from interp.report.sections import RUN, ReportSection, sections_of
 from interp.runs import CACHE_DIR, Run
 from interp.summary import run_rows, run_summary
 from interp.timelines import Timeline, check_run, timeline
@@ -132,17 +133,18 @@ def analyses(run: Run, cache: bool = True, device: str = "cpu", progress: bool =
 
 def sections(c: Context) -> list[Section]:
     """The report's own sections, then each analysis's (a generic table figure for one that
-    names none), each drawn or replaced by the reason it could not be."""
-    specs = [(s, registry.resolve(s.figure), "") for s in RUN_SECTIONS]
+    has none), each drawn or replaced by the reason it could not be."""
+    specs = [(s, "") for s in sections_of(RUN)]
     for entry in registry.REGISTRY.values():
-        specs.extend((s, registry.resolve(s.figure), entry.name) for s in entry.sections)
-        if not entry.sections and entry.default:
-            specs.append((*_generic(entry), entry.name))
+        own = sections_of(entry.name)
+        specs.extend((s, entry.name) for s in own)
+        if not own and entry.default:
+            specs.append((_generic(entry), entry.name))
     out = []
-    for spec, draw, analysis in specs:
+    for spec, analysis in specs:
         section = Section(spec.key, spec.title, spec.caption, analysis=analysis)
         try:
-            section.html = figure_html(draw(c), spec.key)
+            section.html = figure_html(spec.figure(c), spec.key)
         except NotComputed as exc:
             section.problem, section.pending = str(exc), True
         except InterpError as exc:
@@ -151,14 +153,13 @@ def sections(c: Context) -> list[Section]:
     return out
 
 
-def _generic(entry: registry.Analysis):
-    """The section of an analysis that names none: every numeric column averaged per step."""
+def _generic(entry: registry.Analysis) -> ReportSection:
+    """The section of an analysis that has none: every numeric column averaged per step."""
     from interp import plots
 
     title = entry.summary[:1].upper() + entry.summary[1:]
-    section = registry.ReportSection(entry.name, title, f"The {entry.name} analysis: every numeric column "
-                                     "averaged per checkpoint.", figure="")
-    return section, lambda c: plots.table_over_steps(c.need(entry.table_names[0], entry.name), entry.name)
+    return ReportSection(entry.name, title, f"The {entry.name} analysis: every numeric column averaged per checkpoint.",
+                         lambda c: plots.table_over_steps(c.need(entry.table_names[0], entry.name), entry.name))
 
 
 def summary(run: Run, c: Context) -> list[tuple[str, str]]:

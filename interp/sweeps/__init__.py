@@ -1,2 +1,2 @@
-"""Families of runs: a sweep folder of ordinary runs, executors that train them, and the fits
-of the paper's family-level claims (`interp.sweeps.scaling`)."""
+"""Families of runs: a sweep folder of ordinary runs (a collection, `interp.collections`, trained
+and analysed by its executors), and the fits of the paper's family-level claims (`interp.sweeps.scaling`)."""

@@ -1,5 +1,5 @@
-"""`interp analyze SWEEP`: the analysis suite over every finished run of a sweep, on the local
-process pool (the default) or Ray.
+"""`interp analyze SWEEP` (or FAMILY): the analysis suite over every finished run of a sweep or a
+fork family, on the local process pool (the default) or Ray.
 
 Each run is analysed by `interp.analysis.suite.run_suite`, exactly as `interp analyze RUN`
 does, and cached in its own folder, so a second call computes only what is new, a run added
@@ -7,7 +7,8 @@ to the family costs one run's analysis, and a call killed mid-way loses at most 
 being computed (each cache entry is written atomically). Runs that are not finished (failed,
 running, interrupted, not started, damaged) or censored (they never reached tau_half, so the
 analyses have no tau to place their steps) are named and skipped. The executors are the
-sweep's own (`interp.sweeps.executors`): they decide only where `analyze_point` runs.
+ones that train the runs (`interp.collections.executors`): they decide only where `analyze_point`
+runs. Then the table's circuit columns are read back from the caches and fitted.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from interp.collections.executors import Job, check_options, require_ray, result_of, run_local, run_ray
 from interp.errors import InterpError
-from interp.sweeps.executors import check_options, result_of, run_local, run_ray
 
 
 def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int | None = None,
-                  wait: bool | float = False, create: bool = False) -> dict:
+                  resubmitted: bool = False) -> dict:
     """Run the suite on one run folder (`request`: only, steps, options, cache). Never raises:
     returns {"name", "state" (done or failed), "seconds", "error", "computed", "cached",
-    "problems", "notes", "findings"}. `wait` and `create` are the executors' and unused."""
+    "problems", "notes", "findings"}. Resubmitted after a worker died, it simply runs again:
+    what the dead worker cached is read back."""
     import torch
 
     from interp.analysis.suite import run_suite
@@ -51,11 +54,14 @@ def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int 
 @dataclass
 class SweepAnalysis:
     """What `analyze_sweep` did: one result per analysed run (`analyze_point`'s keys, in the
-    sweep's order) and the runs it skipped, with why."""
+    sweep's order), the runs it skipped, with why, and then the table with its circuit columns
+    (`Sweep.table(circuits=True)`) and their fits (`interp.sweeps.circuit_fits.circuit_fits`)."""
 
     results: list[dict] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    table: Any = None  # pandas DataFrame
+    fits: Any = None  # interp.sweeps.family.Fits
 
     @property
     def computed(self) -> int:
@@ -96,23 +102,22 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
                   cpus_per_run: int | float = 1, gpus_per_run: int | float = 0, cache: bool = True,
                   progress: bool = True, table=None) -> SweepAnalysis:
     """Run the analysis suite (`only`, `steps` and `options` as for `run_suite`) over every
-    finished run of `sweep`, on `backend` ("local": `workers` processes with `threads` torch
+    finished run of `sweep` (a Sweep or a ForkFamily), on `backend` ("local": `workers` processes with `threads` torch
     threads each; "ray": Ray tasks of `cpus_per_run` CPUs). Bad input (an unknown analysis or
     option, no finished run, Ray not installed) raises InterpError before anything runs; a run
     whose analysis fails is a result, and the others go on. The local pool's workers import
-    the calling script again: call this under `if __name__ == "__main__":`."""
+    the calling script again: call this under `if __name__ == "__main__":`. The table with the
+    circuit columns and their fits are built at the end, from the caches."""
     from tqdm.auto import tqdm
 
     from interp.analysis import registry
     from interp.analysis.suite import check_options as check_analysis_options
+    from interp.sweeps.circuit_fits import circuit_fits
 
     check_options(backend, workers, threads, cpus_per_run, gpus_per_run)
     names = registry.parse_only(only)
     if backend == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise InterpError("the ray backend needs Ray, an optional extra: pip install -e '.[ray]'") from None
+        require_ray()
     todo, skipped = finished_runs(sweep, table)
     if not todo:
         counts = ", ".join(f"{n} {s}" for s, n in sweep.counts().items() if n)
@@ -129,7 +134,7 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
     for name in todo:
         check_analysis_options(sweep.run(name), entries, options)
     request = {"only": list(names), "steps": steps, "options": options, "cache": cache}
-    jobs = [(str(sweep.path / name), request) for name in todo]
+    jobs = [Job(analyze_point, str(sweep.path / name), request) for name in todo]
     out = SweepAnalysis(skipped=skipped)
     bar = tqdm(total=len(jobs), desc=f"analyze {sweep.name}", unit="run", disable=not progress, dynamic_ncols=True)
     for name, why in skipped.items():
@@ -150,13 +155,15 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
     try:
         if backend == "ray":
             run_ray(jobs, address=address, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run, device=device,
-                    on_result=on_result, create=False, task=analyze_point)
+                    on_result=on_result)
         else:
             run_local(jobs, workers=workers, threads=threads, device=device, on_result=on_result,
-                      on_note=lambda line: bar.write(line, file=sys.stderr), create=False, task=analyze_point)
+                      on_note=lambda line: bar.write(line, file=sys.stderr))
     finally:
         bar.close()
     order = {name: i for i, name in enumerate(todo)}
     out.results.sort(key=lambda r: order.get(r["name"], len(order)))
     out.seconds = time.perf_counter() - began
+    out.table = sweep.table(circuits=True)  # the circuit columns read each run's analysis cache
+    out.fits = circuit_fits(out.table)
     return out

@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from interp.display.results import ResultDisplay
 from interp.errors import InterpError
+from interp.presentable import Presentable
 from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import N_BOOT, bootstrap, check_level, check_points, mean_ci, method_label, resolve_scheme
 from interp.sweeps.family import Fits, attempt
@@ -54,7 +54,7 @@ def _require(table: pd.DataFrame, column: str, what: str) -> None:
 
 # ---------------------------------------------------------------------------- a value against log K
 @dataclass(repr=False)
-class KTrend(ResultDisplay):
+class KTrend(Presentable):
     """A per-run value on its own scale: its mean over the runs with a CI, its mean per K, and
     its least-squares slope against log K with a bootstrap CI."""
 
@@ -178,7 +178,7 @@ def ablation_trend(table: pd.DataFrame, **kwargs) -> KTrend:
 
 # ---------------------------------------------------------------------------- which head routes
 @dataclass(repr=False)
-class RoutingHeads(ResultDisplay):
+class RoutingHeads(Presentable):
     """Which head routes in each finished, analysed run: counts per head (overall and per K) and
     the share of runs whose routing head is in layer 0, with a Wilson interval (a bootstrap of a
     share that is 1 in every run has no width, so it would claim certainty from 3 runs)."""

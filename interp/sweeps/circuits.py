@@ -9,7 +9,7 @@ never read from part of its series; every value that cannot be had is NaN (or No
 head) and `circuits_reason` says why: the run is not done, it never reached tau_half
 (censored, so there is no tau to place the analyses), or an analysis has not been run. The
 shuffle gap's onset and lead come from the metrics log and are among the plain table's
-measures (`interp.sweeps.state`).
+measures (`interp.collections.rows`).
 """
 
 from __future__ import annotations

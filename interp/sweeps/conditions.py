@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from interp.display.results import ResultDisplay
 from interp.errors import InterpError
+from interp.presentable import Presentable
 from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import N_BOOT, check_level, mean_ci
 from interp.sweeps.fits import (
@@ -47,7 +47,7 @@ from interp.sweeps.paper import (
 
 # ---------------------------------------------------------------------------- 3. gradient noise
 @dataclass(repr=False)
-class NoiseResult(ResultDisplay):
+class NoiseResult(Presentable):
     """tau against learning rate (at one batch size) and against batch size (at one lr)."""
 
     y: str
@@ -191,7 +191,7 @@ PAIR_KEYS = ("seed", "k", "n_bases", "lr", "batch_size")
 
 
 @dataclass(repr=False)
-class AsymmetryResult(ResultDisplay):
+class AsymmetryResult(Presentable):
     """Steps to a measure in the reverse (a_to_b) and the disambiguation (bz_to_a) direction, per seed."""
 
     measure: str

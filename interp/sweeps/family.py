@@ -5,7 +5,7 @@ law (claim 1), the fixed-D slope (claim 2), the noise trends (claim 3) and the d
 asymmetry (claim 4), each tried only when the done runs vary what it needs. A fit that does
 not apply, or fails on the data, is a note (`Fits.problems`), never an error; the warnings
 the fits raise (censored runs left out, pooled axes) are collected in `Fits.warnings`, and so
-are the damaged runs (`interp.sweeps.state`), which no fit sees.
+are the damaged runs (`interp.collections.states`), which no fit sees.
 numpy, pandas and scipy only: no torch, no plotting.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from interp.errors import InterpError
+from interp.presentable import html
 from interp.sweeps.cancellation import cancellation
 from interp.sweeps.conditions import asymmetry, noise
 from interp.sweeps.fits import fixed_d, one_dataset_size, power_law
@@ -35,9 +36,8 @@ class Fits:
                 f"{len(self.problems)} not applicable, {len(self.warnings)} warning(s))")
 
     def _repr_html_(self) -> str:
-        from interp.display.results import fits_html
-
-        return fits_html(self)
+        """Each result's card, then why the others do not apply (`interp.display.results`, found by type)."""
+        return html(self)
 
 
 def sweep_fits(table: pd.DataFrame, y: str = "tau_half") -> Fits:

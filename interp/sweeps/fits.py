@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from interp.display.results import ResultDisplay
 from interp.errors import InterpError
+from interp.presentable import Presentable
 from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import (
     N_BOOT,
@@ -207,7 +207,7 @@ def warn_pooled(used: pd.DataFrame, what: str, columns: list[str]) -> None:
 
 # ---------------------------------------------------------------------------- slope fits (shared)
 @dataclass(repr=False)
-class SlopeFit(ResultDisplay):
+class SlopeFit(Presentable):
     """log y = intercept + slope * log x, with a bootstrap CI: one axis of `fixed_d` or `noise`."""
 
     x: str
@@ -256,7 +256,7 @@ def points_records(points: pd.DataFrame, cols: list[str]) -> list[dict]:
 
 # ---------------------------------------------------------------------------- 1. power law
 @dataclass(repr=False)
-class PowerLawFit(ResultDisplay):
+class PowerLawFit(Presentable):
     """tau = C * x^delta fitted in log-log over the done, uncensored runs."""
 
     x: str
@@ -364,7 +364,7 @@ def power_law(table: pd.DataFrame, x: str = "D", y: str = "tau_half", n_boot: in
 
 # ---------------------------------------------------------------------------- 2. fixed D
 @dataclass(repr=False)
-class FixedDResult(ResultDisplay):
+class FixedDResult(Presentable):
     """At one dataset size D: does tau depend on K? (the paper: no, tau is flat in K)."""
 
     d: int

@@ -31,15 +31,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from interp.display.results import ResultDisplay
 from interp.errors import InterpError
+from interp.forks.arms import table_order
+from interp.presentable import Presentable
 from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import N_BOOT, check_level
 from interp.sweeps.fits import CensoredRunsWarning, jsonable, run_names
 
 ESCAPES = ("escape_half", "escape_snap")
-ARMS = ("continue", "minibatch", "full_batch", "measured_noise", "isotropic_noise", "v_only_noise",
-        "reset_optimizer", "lr", "batch_size", "weight_decay", "kick")
 NEEDED = ("run", "status", "fork_step", "arm", "steps_run")
 ROW_COLUMNS = ("fork_step", "arm", "label", "n", "n_censored", "median", "median_censored", "ci_low", "ci_high",
                "ratio", "ratio_low", "ratio_high", "ratio_bound", "gamma", "gamma_n")
@@ -70,7 +69,7 @@ def _ratio_str(v: float) -> str:
 
 
 @dataclass(repr=False)
-class ForkComparison(ResultDisplay):
+class ForkComparison(Presentable):
     """Median escape per (fork_step, arm), with intervals over seeds and the ratio to the reference arm."""
 
     rows: pd.DataFrame          # one row per (fork_step, arm label): ROW_COLUMNS
@@ -108,12 +107,6 @@ class ForkComparison(ResultDisplay):
         lines += [f"interval: {METHOD}; '> x': unbounded above (censored runs)"] + [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
-    def figure(self):
-        """The escape medians per fork step and arm (`interp.plots.forks.fork_escapes`; needs plotly)."""
-        from interp.plots.forks import fork_escapes
-
-        return fork_escapes(self)
-
 
 # ---------------------------------------------------------------------------- the table
 def _check(table, y: str) -> None:
@@ -150,7 +143,7 @@ def _roles(table: pd.DataFrame, y: str) -> pd.DataFrame:
 
 def _order(label: str, reference: str) -> tuple:
     arm = label.split(":", 1)[0]
-    return (label != reference, ARMS.index(arm) if arm in ARMS else len(ARMS), label)
+    return (label != reference, table_order(arm), label)
 
 
 def _pct(v: np.ndarray, q: float, method: str) -> float:

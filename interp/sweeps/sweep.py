@@ -11,11 +11,11 @@ An axis is any RunSpec field by dotted name (`task.k`, `train.lr`, `seed`, ...).
 as a grid (their product) and/or as explicit points (each a dict of fields); the fixed-D form
 sets `task.n_bases = D / K` for each K. Folder names are built from the point's values, so
 they are readable and stable. Running a sweep again skips finished runs and resumes
-interrupted ones (`interp.sweeps.executors`); adding values to an axis extends it, and a
+interrupted ones (`interp.collections.training`); adding values to an axis extends it, and a
 changed base spec is refused. The table (`Sweep.table()`) is computed from the run folders
 alone: one row per point with its axes, status, transition times and censoring flags. A run
 folder that cannot be trusted (unreadable, or its run.json not the point's spec in sweep.json)
-is `damaged`, with the reason (`interp.sweeps.state`): never trained, resumed or fitted.
+is `damaged`, with the reason (`interp.collections.states`): never trained, resumed or fitted.
 """
 
 from __future__ import annotations
@@ -32,15 +32,18 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from interp.collections.collection import Collection
+from interp.collections.rows import CENSORABLE, MEASURES, identity, measures
+from interp.collections.states import STATES, PointState, examine
+from interp.collections.training import train_points
 from interp.errors import InterpError
 from interp.files import atomic_write_json
-from interp.runs import Run
+from interp.presentable import html
 from interp.spec import SECTIONS, RunSpec, dotted_names
-from interp.sweeps.executors import train_sweep
-from interp.sweeps.state import CENSORABLE, MEASURES, STATES, PointState, examine, identity, measures
 
-# CENSORABLE, MEASURES and STATES live in .state, train_sweep in .executors
+# CENSORABLE and MEASURES live in interp.collections.rows, STATES in interp.collections.states
 __all__ = ["CENSORABLE", "MEASURES", "STATES", "Sweep", "SweepSpec", "train_sweep"]
+train_sweep = train_points  # train every unfinished point of a sweep (`interp.collections.training`)
 
 SWEEP_FILE = "sweep.json"
 SWEEP_LOCK = ".lock"  # held while sweep.json is read, extended and written
@@ -260,8 +263,10 @@ class SweepSpec:
 
 
 # ---------------------------------------------------------------------------- the folder
-class Sweep:
+class Sweep(Collection):
     """A sweep folder: its spec, its points' run folders and their table."""
+
+    KIND = "sweep"
 
     def __init__(self, path: Path, spec: SweepSpec):
         self.path = Path(path)
@@ -315,65 +320,22 @@ class Sweep:
         return f"Sweep({str(self.path)!r}, {len(self.points())} points over {', '.join(self.spec.fields) or 'no axis'})"
 
     def _repr_html_(self) -> str:
-        """A notebook card (`interp.display.family`): axes, counts per status, the table's head."""
-        from interp.display.family import sweep_html
-
-        return sweep_html(self)
+        """A notebook card (`interp.display.family`, found by type): axes, counts per status, the table's head."""
+        return html(self)
 
     @staticmethod
     def is_sweep(path: str | Path) -> bool:
         return (Path(path) / SWEEP_FILE).is_file()
 
-    @property
-    def name(self) -> str:
-        return self.path.name
-
     def points(self) -> list[tuple[str, RunSpec, dict]]:
         return self.spec.runs()
 
-    @property
-    def runs(self) -> list[Run]:
-        """The Run of each point that has a usable run folder: not started points have none,
-        and damaged ones are left out (the table names them, with the reason)."""
-        return [st.run for st in self.states().values() if st.run is not None]
-
-    def run(self, name: str) -> Run:
-        return Run.open(self.path / name)
-
     def examine(self, name: str) -> PointState:
-        """The state of one point (`interp.sweeps.state.examine`)."""
+        """The state of one point (`interp.collections.states.examine`), without examining the others."""
         spec = next((spec for n, spec, _ in self.points() if n == name), None)
         if spec is None:
             raise InterpError(f"{name!r} is not a point of the sweep {self.path}")
         return examine(self.path / name, spec)
-
-    def states(self) -> dict[str, PointState]:
-        """Every point's state, by folder name, in the sweep's order."""
-        return {name: examine(self.path / name, spec) for name, spec, _ in self.points()}
-
-    def state_of(self, name: str) -> tuple[str, str | None]:
-        """(status, error) of one point: done, running (its writer's lock is held), failed,
-        damaged (the error says which file and why), interrupted (checkpoints, not finished,
-        nobody writing) or not started."""
-        st = self.examine(name)
-        return st.state, st.error
-
-    def counts(self) -> dict[str, int]:
-        """How many points are in each state (every state of STATES, damaged included)."""
-        states = [st.state for st in self.states().values()]
-        return {state: states.count(state) for state in STATES}
-
-    def final_states(self, outcome) -> dict[str, tuple[str, str | None]]:
-        """(status, error) of every point after `train_sweep` returned `outcome`: what the run
-        folders say now, except that a run the executor reports failed without its folder
-        saying so (a worker that died before writing its status) is failed."""
-        failed = {r["name"]: r["error"] for r in outcome.results if r["state"] == "failed"}
-        out = {}
-        for name, st in self.states().items():
-            out[name] = (st.state, st.error)
-            if name in failed and st.state in ("interrupted", "not started"):
-                out[name] = ("failed", failed[name])
-        return out
 
     def table(self, circuits: bool = False):
         """One row per point (pandas): axis values, K, D, direction, seed, lr, batch size, status,

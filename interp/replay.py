@@ -5,7 +5,7 @@ saved step (`interp.checkpoints.ResumeState`). A run trained with `--save-optimi
 beside every checkpoint (`interp.run_states`). Otherwise the state is *replayed*: CPU training
 is bit-for-bit deterministic at a given thread count, so the state at step s is recomputed from
 the nearest earlier state (a kept one, the resume state, or the initialisation at step 0) with
-the same training step (`interp.train.MinibatchStep`), and the replayed parameters must equal
+the same training step (`interp.steps.MinibatchStep`), and the replayed parameters must equal
 the saved checkpoint (after the same cast, for float16 / bfloat16 checkpoints). Refused with a
 clear error: a run trained on a GPU, or with another thread count, or by another session whose
 settings this one cannot match, and a replay that does not reproduce the checkpoint (an edited

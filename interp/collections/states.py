@@ -1,4 +1,4 @@
-"""The state of one point of a sweep, read from its run folder alone.
+"""The state of one point of a collection (a sweep or a fork family), read from its run folder alone.
 
 A point is `done`, `running` (some process holds its run's writer lock), `failed` (its
 status.json says so, with the error), `interrupted` (checkpoints, unfinished, nobody
@@ -9,13 +9,10 @@ metrics.jsonl that cannot be read, a checkpoint the manifest lists that is missi
 another size, or a folder without run.json that holds files. A damaged run is never
 trained, resumed or fitted; the table shows what its run.json says (or NaN), never what
 sweep.json claims. Reading never takes a lock and never imports torch.
-
-`identity` and `measures` are a point's columns of the sweep table (`Sweep.table()`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +21,6 @@ from interp.runs import LOCK_FILE, RUN_FILE, STATES as RUN_STATES, STATUS_FILE, 
 from interp.spec import RunSpec, dotted_names
 
 STATES = ("done", "running", "failed", "damaged", "interrupted", "not started")
-ACC_THRESHOLD = 0.99
 
 
 @dataclass
@@ -120,69 +116,3 @@ def examine(path: str | Path, want: RunSpec) -> PointState:
     if state == "failed":
         return PointState("failed", status.get("error"), run, run.spec)
     return PointState("interrupted" if run.steps else "not started", None, run, run.spec)
-
-
-# ---------------------------------------------------------------------------- a point's table row
-def identity(spec: RunSpec | None) -> dict:
-    if spec is None:
-        return dict.fromkeys(("k", "n_bases", "D", "direction", "seed", "lr", "batch_size", "planned_steps"),
-                             math.nan)
-    return {"k": spec.task.k, "n_bases": spec.task.n_bases, "D": spec.task.dataset_size,
-            "direction": spec.task.direction, "seed": spec.seed, "lr": spec.train.lr,
-            "batch_size": spec.train.batch_size, "planned_steps": spec.train.steps}
-
-
-MEASURES = ("tau_half", "tau_window", "t_start", "t_end", "plateau_height", "snap_step",
-            "steps_to_acc_cand_99", "steps_to_exact_99", "gap_onset", "gap_lead", "gap_lead_snap", "gap_lead_steps")
-CENSORABLE = ("tau_half", "tau_window", "snap_step", "steps_to_acc_cand_99", "steps_to_exact_99")
-
-
-def _nan(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _first_at_least(steps: list[int], values: list[float], threshold: float) -> int | None:
-    for s, v in zip(steps, values):
-        if not _nan(v) and v >= threshold:
-            return s
-    return None
-
-
-def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
-    """Transition times of one run from its metrics log, and the shuffle gap's onset and lead
-    (NaN when dz never exceeds 0.1 nats or tau_half is not reached); a finished run that never reached a
-    threshold is censored (flag True, value NaN), never a silent NaN. No run (not started,
-    or damaged): every value NaN, nothing censored."""
-    from interp.summary import run_summary
-
-    out: dict = {m: math.nan for m in MEASURES}
-    out.update({f"censored_{m}": False for m in CENSORABLE})
-    out.update({"steps_run": None, "wall_seconds": math.nan})
-    if run is None:
-        out["censored"] = False
-        return out
-    summary = run_summary(run)
-    series = run.metric_series("acc_cand", "acc_exact")
-    out["steps_run"] = summary["last_evaluated"]
-    out["wall_seconds"] = math.nan if summary.get("wall_seconds") is None else float(summary["wall_seconds"])
-    has_cand = spec.task.direction in ("bz_to_a", "b_to_a")
-    values = {
-        "tau_half": summary["tau_half"], "tau_window": summary["tau_window"],
-        "t_start": summary["window_start"], "t_end": summary["window_end"],
-        "plateau_height": summary["plateau_height"], "snap_step": summary["snap_step"],
-        "steps_to_acc_cand_99": _first_at_least(series["step"], series["acc_cand"], ACC_THRESHOLD) if has_cand else None,
-        "steps_to_exact_99": _first_at_least(series["step"], series["acc_exact"], ACC_THRESHOLD),
-        # the shuffle gap's lead (interp.transition.gap_lead): its first step above 0.1 nats, its
-        # lead as a share of tau_half and of the snap, and in steps before tau_half
-        "gap_onset": summary["gap_onset"], "gap_lead": summary["gap_lead"], "gap_lead_snap": summary["gap_lead_snap"],
-        "gap_lead_steps": (None if summary["gap_onset"] is None or summary["tau_half"] is None
-                           else summary["tau_half"] - summary["gap_onset"]),
-    }
-    for name, value in values.items():
-        out[name] = math.nan if value is None else float(value)
-    defined = {"tau_half": has_cand, "tau_window": has_cand, "snap_step": has_cand,
-               "steps_to_acc_cand_99": has_cand, "steps_to_exact_99": True}
-    for name in CENSORABLE:
-        out[f"censored_{name}"] = bool(state == "done" and defined[name] and values[name] is None)
-    out["censored"] = out["censored_tau_half"]
-    return out

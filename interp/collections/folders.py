@@ -1,0 +1,98 @@
+"""What a folder holds, and `interp.open(path)`: a Run, a Sweep or a ForkFamily.
+
+The one rule, by the file that marks each kind: forks.json is a fork family, sweep.json a
+sweep, anything else is taken for a run folder, so a folder that is none of them gets the
+run's own one-line error ("... is not a run folder (it has no run.json)", "no run folder at
+..."). `discover(root)` is what `interp ls` lists: the runs, sweeps and fork families in a
+folder, each read without torch, and the ones that cannot be read with why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from interp.errors import InterpError
+
+RUN, SWEEP, FAMILY = "run", "sweep", "fork family"
+
+
+def kind_of(path) -> str:
+    """"fork family", "sweep" or "run" (anything else: opening it as a run says what is wrong)."""
+    from interp.forks.design import is_family
+    from interp.sweeps.sweep import Sweep
+
+    if is_family(path):
+        return FAMILY
+    if Sweep.is_sweep(path):
+        return SWEEP
+    return RUN
+
+
+def open(path):  # noqa: A001 - `interp.open`, as `Run.open`
+    """The Run, Sweep or ForkFamily at `path` (`kind_of`); an InterpError in one line when it is
+    none of them or cannot be read."""
+    kind = kind_of(path)
+    if kind == FAMILY:
+        from interp.forks.family import ForkFamily
+
+        return ForkFamily.open(path)
+    if kind == SWEEP:
+        from interp.sweeps.sweep import Sweep
+
+        return Sweep.open(path)
+    from interp.runs import Run
+
+    return Run.open(path)
+
+
+@dataclass
+class Listing:
+    """What `discover` found in a folder: each run's summary (`interp.summary.run_summary`), a
+    row per sweep and fork family, and the folders that could not be read, with why."""
+
+    root: Path
+    runs: list[dict] = field(default_factory=list)
+    collections: list[dict] = field(default_factory=list)
+    broken: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def sweep_row(path) -> dict:
+    """A sweep's `interp ls` row: its runs counted per state, and its axes."""
+    from interp.sweeps.sweep import Sweep
+
+    sweep = Sweep.open(path)
+    counts = sweep.counts()
+    return {"path": str(path), "kind": SWEEP, "runs": sum(counts.values()), **counts, "axes": sweep.spec.fields}
+
+
+def discover(root) -> Listing:
+    """The runs, sweeps and fork families in `root` (or `root` itself when it is one): inside a
+    sweep, its runs; inside a fork family, the family. Never loads torch."""
+    from interp.forks.design import is_family, listing
+    from interp.runs import Run
+    from interp.summary import run_summary
+    from interp.sweeps.sweep import Sweep
+
+    root = Path(root)
+    if not root.is_dir():
+        raise InterpError(f"no folder at {root}")
+    if Sweep.is_sweep(root):
+        paths = sorted(p for p in root.iterdir() if Run.is_run(p))
+        sweeps = []
+    else:
+        paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
+        sweeps = sorted(p for p in root.iterdir() if Sweep.is_sweep(p))
+    families = [root] if is_family(root) else sorted(p for p in root.iterdir() if is_family(p))
+    out = Listing(root)
+    for path in paths:
+        try:
+            out.runs.append(run_summary(Run.open(path)))
+        except InterpError as exc:
+            out.broken.append((path, str(exc)))
+    for path, row in [*((p, sweep_row) for p in sweeps), *((p, listing) for p in families)]:
+        try:
+            out.collections.append(row(path))
+        except InterpError as exc:
+            out.broken.append((path, str(exc)))
+    return out
