@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from interp.runs import Run  # noqa: E402
 from interp.task import Task, TaskSpec  # noqa: E402
-from tests.helpers import DEMO  # noqa: E402
+from tests.helpers import DEMO, TINY_FLAGS  # noqa: E402
 
 
 @pytest.fixture
@@ -36,6 +36,25 @@ def demo_run():
 @pytest.fixture
 def small_task() -> Task:
     return Task.generate(TaskSpec(k=4, n_bases=12), seed=3)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """`tiny_run(seed=0)`: the folder of `interp train --steps 30 TINY_FLAGS [--seed SEED]` (checkpoints at 0,
+    1, 2, 4, 8, 10, 20, 30), trained once a session for every module that asks; read only: tests copy it."""
+    from interp.cli import main
+
+    made = {}
+
+    def trained(seed: int = 0):
+        if seed not in made:
+            out = tmp_path_factory.mktemp(f"tiny-run-s{seed}") / "run"
+            seeded = ["--seed", str(seed)] if seed else []
+            assert main(["train", "--out", str(out), "--steps", "30", *seeded, *TINY_FLAGS]) == 0
+            made[seed] = out
+        return made[seed]
+
+    return trained
 
 
 @pytest.fixture(autouse=True)

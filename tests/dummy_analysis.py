@@ -1,10 +1,12 @@
 """A stand-in analysis for the registry test: the mean decision-position logit of a token, with
-its own option (--token), report section, findings and summary row, as a new analysis has."""
+its own option (--token), findings and summary row, as a new analysis has, and its report section,
+registered with the report (`interp.report.sections`)."""
 
 import pandas as pd
 import torch
 
-from interp.analysis.registry import Analysis, Option, ReportSection
+from interp.analysis.registry import Analysis, Option
+from interp.report.sections import section
 from interp.runs import Run
 
 DEFAULTS = {"token": 4}
@@ -34,6 +36,7 @@ def rows(f: dict, tables) -> list[tuple[str, str]]:
         if "dummy_last_logit" in f else []
 
 
+@section("dummy", "dummy", "Dummy: mean logit", "The mean decision-position logit of one token.")
 def figure(c):
     import plotly.graph_objects as go
 
@@ -51,7 +54,5 @@ def _token(text: str) -> int:
 ENTRY = Analysis(
     "dummy", "tests.dummy_analysis", "the mean decision logit of one token",
     options=(Option("token", "token", "the token whose logit is averaged", _token, metavar="ID"),),
-    sections=(ReportSection("dummy", "Dummy: mean logit", "The mean decision-position logit of one token.",
-                            "tests.dummy_analysis:figure"),),
     findings="tests.dummy_analysis:findings", describe="tests.dummy_analysis:rows",
 )

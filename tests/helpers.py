@@ -1,11 +1,16 @@
-"""Reference models and brute-force loops that the vectorised code is checked against."""
+"""What the tests share (no test module imports another): the small and tiny specs and models, reference
+models and brute-force loops that the vectorised code is checked against, the browser, and the copies,
+snapshots, damage and command lines of run folders."""
 
 from __future__ import annotations
 
-import re
-import subprocess
-
+import json
 import math
+import os
+import re
+import shutil
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -13,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from interp.model import ModelSpec
+from interp.model import ModelSpec, build_model
 from interp.spec import RunSpec, TrainSpec
 from interp.runs import Run
 from interp.task import VOCAB_SIZE, Task, TaskSpec
@@ -31,6 +36,34 @@ def small_spec(**overrides) -> RunSpec:
         train=TrainSpec(steps=40, batch_size=16, eval_every=10, eval_size=64, checkpoint_every=20),
     )
     return spec.override(**overrides)
+
+
+# `interp train` flags of a run that trains in about a second: 1 layer of width 16 on K = 4, 24 bases
+TINY_FLAGS = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8", "--d-mlp", "32",
+              "--eval-every", "5", "--eval-size", "16", "--checkpoint-every", "10", "--batch-size", "8", "--quiet"]
+
+
+def tiny_spec(n_bases: int, n_layers: int, d_model: int) -> RunSpec:
+    """The smallest run the exact-curvature tests take apart: K = 2 sequences of 2 + 1 + 2 tokens, a model
+    of 2 heads of width d_model / 2 and an MLP of 2 d_model (small enough for a dense Hessian)."""
+    return RunSpec(seed=0, task=TaskSpec(k=2, n_bases=n_bases, len_b=2, len_z=1, len_a=2),
+                   model=ModelSpec(n_layers=n_layers, n_heads=2, d_model=d_model, d_head=d_model // 2,
+                                   d_mlp=2 * d_model),
+                   train=TrainSpec(steps=2))
+
+
+def random_model(task: Task, spec: ModelSpec, seed: int = 0, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """An untrained model of shape `spec` for `task`, in eval mode and `dtype`: the tiny models whose
+    random weights the analyses are checked on (each test module keeps its own shape: its tolerances
+    and known values were set for it)."""
+    model = build_model(spec, task.layout.length, VOCAB_SIZE, seed=seed)
+    return (model if dtype == torch.float32 else model.to(dtype, print_details=False)).eval()
+
+
+def cloned_params(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter by name, detached and copied: the weights as they are now, whatever trains next."""
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
 
 NEG = -1e4  # logit for "impossible": exp(-1e4) underflows to exactly 0 in float64
 
@@ -144,6 +177,19 @@ def figures(dom: str) -> dict[str, str]:
             for i, m in enumerate(hits)}
 
 
+def assert_drawn(dom: str, ids: set[str]) -> dict[str, str]:
+    """No JavaScript error, and each figure in `ids` handed to plotly and drawn as SVG; the page's figures."""
+    count, text = js_errors(dom)
+    assert count == 0 and not text.strip(), f"JavaScript errors:\n{text}"
+    figs = figures(dom)
+    assert ids <= set(figs), (sorted(ids), sorted(figs))
+    for div_id in ids:
+        html = figs[div_id]
+        assert "js-plotly-plot" in FIGURE_DIV.search(html).group(0), f"{div_id} was never handed to plotly"
+        assert 'class="main-svg"' in html, f"{div_id} has no rendered SVG"
+    return figs
+
+
 # ---------------------------------------------------------------------------- training outcomes
 def assert_plateau_then_snap(run: Run) -> tuple[tuple[int, int], int]:
     df = run.metrics
@@ -185,3 +231,44 @@ def hide_module(monkeypatch, hidden: str) -> None:
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake)
+
+
+# ---------------------------------------------------------------------------- folders, files, the command line
+def copy_run(source: Path, dest: Path, *, cache: bool = True) -> Path:
+    """A copy of a run, sweep or fork family folder to work on, without its lock file, and without its
+    analysis cache when `cache` is False and always for the shipped demo: the demo's cache/ is whatever
+    the user's own `interp report` left in the working tree, which no test may depend on (issue 30)."""
+    skip = [".lock"] if cache and Path(source).resolve() != DEMO else [".lock", "cache"]
+    return Path(shutil.copytree(source, dest, ignore=shutil.ignore_patterns(*skip)))
+
+
+def snapshot(path: Path, *, cache: bool = True) -> dict[str, bytes]:
+    """Every file of a folder by relative path, to show that a refused command wrote nothing: all but the
+    lock (readers touch it) and, when `cache` is False, the analysis cache (readers may fill it)."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file() and p.name != ".lock" and (cache or "cache" not in p.relative_to(path).parts)}
+
+
+def garbage_line(path: Path, line: int) -> None:
+    """Line `line` (from 1) of a JSON-lines file replaced by one that is not JSON, as a bad disk would leave it."""
+    lines = path.read_text().splitlines(keepends=True)
+    lines[line - 1] = "{garbage\n"
+    path.write_text("".join(lines))
+
+
+def cli_json(capsys, argv: list[str]) -> dict:
+    """`interp ARGV` in this process, which must succeed: the JSON it printed."""
+    from interp.cli import main
+
+    capsys.readouterr()
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def interp_cli(*args, cwd=None, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`interp ARGS` in a fresh Python process, as a user runs it (Python's warnings off, output captured)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "interp.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)

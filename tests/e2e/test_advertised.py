@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import html
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from interp.analysis import registry
 from interp.cli import main
-from tests.helpers import DEMO
+from tests.helpers import DEMO, copy_run
 
 ROOT = Path(__file__).resolve().parents[2]
 # analysis options that shrink the work; every one is accepted by `interp analyze` whatever --only says
@@ -65,7 +64,7 @@ def run_cli(argv: list[str]) -> int:
 @pytest.fixture
 def scratch(tmp_path, monkeypatch) -> Path:
     (tmp_path / "checkpoints").mkdir()
-    shutil.copytree(DEMO, tmp_path / "checkpoints" / "demo", ignore=shutil.ignore_patterns("cache"))
+    copy_run(DEMO, tmp_path / "checkpoints" / "demo")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -1,13 +1,13 @@
 """Every example and every finding script runs on (a copy of) the demo run and says what it should."""
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import DEMO, copy_run
 from tests.synthetic_sweeps import sweep_folders
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ EXPECT = {
 @pytest.fixture(scope="module")
 def demo_copy(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("examples") / "demo"
-    shutil.copytree(ROOT / "checkpoints" / "demo", target, ignore=shutil.ignore_patterns("cache"))
+    copy_run(DEMO, target)
     return target
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from interp.cli import main
 from interp.forks.family import ForkFamily
 from interp.runs import RUN_FILE
 from tests.fork_families import make_family
-from tests.helpers import FIGURE_DIV, figures, js_errors, render
+from tests.helpers import assert_drawn, copy_run, render
 
 FIGURES = {"fig-curves", "fig-gamma", "fig-escapes"}
 
@@ -25,18 +24,6 @@ FIGURES = {"fig-curves", "fig-gamma", "fig-escapes"}
 @pytest.fixture(scope="module")
 def family(tmp_path_factory) -> ForkFamily:
     return make_family(tmp_path_factory.mktemp("fork-report-browser"))
-
-
-def _drawn(dom: str, ids: set[str]) -> dict[str, str]:
-    count, text = js_errors(dom)
-    assert count == 0 and not text.strip(), f"JavaScript errors:\n{text}"
-    figs = figures(dom)
-    assert ids <= set(figs), (sorted(ids), sorted(figs))
-    for div_id in ids:
-        html = figs[div_id]
-        assert "js-plotly-plot" in FIGURE_DIV.search(html).group(0), f"{div_id} was never handed to plotly"
-        assert 'class="main-svg"' in html, f"{div_id} has no rendered SVG"
-    return figs
 
 
 def _traces(html: str, kind: str) -> int:
@@ -47,7 +34,7 @@ def _traces(html: str, kind: str) -> int:
 def test_the_report_is_drawn_in_a_browser(family, tmp_path):
     page = tmp_path / "family.html"
     assert main(["report", str(family.path), "-o", str(page), "--quiet"]) == 0
-    figs = _drawn(render(page, tmp_path), FIGURES)
+    figs = assert_drawn(render(page, tmp_path), FIGURES)
     assert _traces(figs["fig-curves"], "scatter") == 12  # the parent in 2 panels and 10 forks
     # each drawn as a line, and the legend's four: the parent and the three arms (seeds share one entry)
     assert len(re.findall(r'<path class="js-line"', figs["fig-curves"])) == 12 + 4
@@ -59,7 +46,7 @@ def test_the_report_is_drawn_in_a_browser(family, tmp_path):
 
 def test_a_damaged_fork_and_a_missing_parent_still_render(family, tmp_path):
     copy = tmp_path / "family"
-    shutil.copytree(family.path, copy)
+    copy_run(family.path, copy)
     file = copy / "at20-minibatch-s0" / RUN_FILE
     info = json.loads(file.read_text())
     info["fork"]["arm"] = "full_batch"  # edited by hand: its stored hash no longer matches
@@ -73,6 +60,6 @@ def test_a_damaged_fork_and_a_missing_parent_still_render(family, tmp_path):
     finally:
         os.rename(away, parent)
     dom = render(page, tmp_path)
-    figs = _drawn(dom, FIGURES)
+    figs = assert_drawn(dom, FIGURES)
     assert _traces(figs["fig-curves"], "scatter") == 9  # no parent, and the damaged fork is not drawn
     assert "at20-minibatch-s0" in dom[dom.index('id="left-out"'):dom.index('id="section-curves"')]

@@ -13,7 +13,7 @@ import pytest
 from nbclient import NotebookClient
 
 from interp.report.page import ERROR_RECORDER
-from tests.helpers import js_errors, render
+from tests.helpers import DEMO, copy_run, js_errors, render
 
 ROOT = Path(__file__).resolve().parents[2]
 TOUR = ROOT / "examples" / "tour.ipynb"
@@ -22,11 +22,14 @@ SCRIPT_SRC = re.compile(r"<script[^>]*\bsrc\s*=\s*[\"']?(https?:)?//", re.I)
 
 
 @pytest.fixture(scope="module")
-def executed():
+def executed(tmp_path_factory):
     nb = nbformat.read(TOUR, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "outputs are committed"
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(TOUR.parent)}}).execute()
+    # the kernel starts in a folder of its own whose checkpoints/demo is the shipped demo without the cache
+    # the user's commands may have left (the tour looks for checkpoints/demo upward from where it starts)
+    where = tmp_path_factory.mktemp("tour")
+    copy_run(DEMO, where / "checkpoints" / "demo")
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(where)}}).execute()
     return nb
 
 

@@ -2,10 +2,11 @@
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.helpers import DEMO, copy_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,8 +20,7 @@ def tour_code() -> str:
 
 def test_the_readme_tour_runs(tmp_path):
     (tmp_path / "checkpoints").mkdir()
-    shutil.copytree(ROOT / "checkpoints" / "demo", tmp_path / "checkpoints" / "demo",
-                    ignore=shutil.ignore_patterns("cache"))
+    copy_run(DEMO, tmp_path / "checkpoints" / "demo")
     code = tour_code() + "\nprint('tour ok')\n"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,

@@ -10,7 +10,7 @@ from interp.cli import main
 from interp.report.sweep import write_sweep_report
 from interp.sweeps.sweep import Sweep
 from tests import synthetic_sweeps as syn
-from tests.helpers import FIGURE_DIV, figures, js_errors, render
+from tests.helpers import assert_drawn, copy_run, figures, render
 
 # each finding's figure id -> its synthetic sweep folder (tests/synthetic_sweeps.py)
 DESIGNS = {"scaling": "scaling", "fixed_d": "fixed-d", "noise": "noise", "asymmetry": "asymmetry"}
@@ -26,24 +26,13 @@ def sweeps(tmp_path_factory) -> dict:
     return syn.sweep_folders(tmp_path_factory.mktemp("synthetic"))
 
 
-def _drawn(dom: str, ids: set[str]) -> None:
-    count, text = js_errors(dom)
-    assert count == 0 and not text.strip(), f"JavaScript errors:\n{text}"
-    figs = figures(dom)
-    assert ids <= set(figs), (sorted(ids), sorted(figs))
-    for div_id in ids:
-        html = figs[div_id]
-        assert "js-plotly-plot" in FIGURE_DIV.search(html).group(0), f"{div_id} was never handed to plotly"
-        assert 'class="main-svg"' in html, f"{div_id} has no rendered SVG"
-
-
 @pytest.mark.parametrize("design", DESIGNS)
 def test_each_finding_is_drawn_in_a_browser(design, sweeps, tmp_path):
     page = write_sweep_report(sweeps[DESIGNS[design]], tmp_path / f"{design}.html")
     text = page.read_text()
     assert 'id="section-summary"' in text and 'id="runs"' in text
     dom = render(page, tmp_path)
-    _drawn(dom, {f"fig-{design}", "fig-overlay"})
+    assert_drawn(dom, {f"fig-{design}", "fig-overlay"})
     others = set(DESIGNS) - {design}
     assert not any(f"fig-{o}" in figures(dom) for o in others)  # the other designs say n/a instead
 
@@ -89,25 +78,23 @@ def test_a_real_sweep_end_to_end(real_sweep, tmp_path, capsys):
     assert set(fits["not_applicable"]) == {"fixed_d", "noise", "asymmetry", "cancellation"}
     page = tmp_path / "sweep.html"
     assert main(["report", str(real_sweep), "-o", str(page)]) == 0
-    _drawn(render(page, tmp_path), {"fig-scaling", "fig-overlay"})
+    assert_drawn(render(page, tmp_path), {"fig-scaling", "fig-overlay"})
 
 
 def test_the_circuits_of_a_real_sweep_are_drawn_once_it_is_analysed(real_sweep, tmp_path):
-    import shutil
-
     sweep_dir = tmp_path / "analysed"
-    shutil.copytree(real_sweep, sweep_dir)
+    copy_run(real_sweep, sweep_dir)
     before = write_sweep_report(Sweep.open(sweep_dir), tmp_path / "before.html")
     dom = render(before, tmp_path)
     # the lead needs only the metrics; the routing heads and the ablation need the analysis: a note says so
-    _drawn(dom, {"fig-lead_share", "fig-lead_exponent", "fig-timelines"})
+    assert_drawn(dom, {"fig-lead_share", "fig-lead_exponent", "fig-timelines"})
     assert "fig-routing_heads" not in figures(dom) and "interp analyze SWEEP" in before.read_text()
     assert main(["analyze", str(sweep_dir), "--workers", "2", "--quiet"]) == 0
     page = tmp_path / "after.html"
     assert main(["report", str(sweep_dir), "-o", str(page), "--quiet"]) == 0
     text = page.read_text()
     dom = render(page, tmp_path)
-    _drawn(dom, {"fig-lead_share", "fig-lead_exponent", "fig-routing_heads", "fig-ablation_trend", "fig-timelines",
+    assert_drawn(dom, {"fig-lead_share", "fig-lead_exponent", "fig-routing_heads", "fig-ablation_trend", "fig-timelines",
                  "fig-scaling", "fig-overlay"})
     assert "routing head's z-share" in figures(dom)["fig-timelines"]  # the analysed runs' z-share is drawn
     for name in Sweep.open(sweep_dir).table()["run"]:  # each run row still says how to get its own report

@@ -29,31 +29,20 @@ import pytest
 
 from interp.cli import main
 from interp.runs import Run
-from tests.helpers import DEMO, edit_cached_table
+from tests.helpers import DEMO, TINY_FLAGS, copy_run, edit_cached_table, garbage_line, interp_cli, snapshot
 
-SMALL = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8",
-         "--d-mlp", "32", "--eval-every", "5", "--eval-size", "16", "--checkpoint-every", "10",
-         "--batch-size", "8", "--quiet"]
 S0, S1 = "k4-nb24-s0", "k4-nb24-s1"  # the sweep's run folders
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
 
 # ---------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory) -> dict[str, Path]:
+def sources(tmp_path_factory, tiny_run) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("adversarial")
-    made = {"run": root / "run", "run1": root / "run1", "sweep": root / "sweep", "demo": root / "demo"}
-    assert main(["train", "--out", str(made["run"]), "--steps", "30", *SMALL]) == 0
-    assert main(["train", "--out", str(made["run1"]), "--steps", "30", "--seed", "1", *SMALL]) == 0
-    assert main(["sweep", "--out", str(made["sweep"]), "--steps", "30", "--grid", "seed=0,1", *SMALL]) == 0
-    shutil.copytree(DEMO, made["demo"], ignore=shutil.ignore_patterns("cache", ".lock"))
+    made = {"run": tiny_run(), "run1": tiny_run(1), "sweep": root / "sweep", "demo": root / "demo"}
+    assert main(["sweep", "--out", str(made["sweep"]), "--steps", "30", "--grid", "seed=0,1", *TINY_FLAGS]) == 0
+    copy_run(DEMO, made["demo"])
     return made
-
-
-def _snapshot(path: Path) -> dict[str, bytes]:
-    """Every file of a folder except the analysis cache and the lock (which readers may touch)."""
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
-            if p.is_file() and p.name != ".lock" and "cache" not in p.relative_to(path).parts}
 
 
 def _cli(capsys, argv: list[str]) -> tuple[int, str, str]:
@@ -84,15 +73,6 @@ def _flip_byte(relpath: str) -> Callable[[Path], None]:
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
-    return mutate
-
-
-def _garbage_line(relpath: str, line: int) -> Callable[[Path], None]:
-    def mutate(folder: Path) -> None:
-        path = folder / relpath
-        lines = path.read_text().splitlines(keepends=True)
-        lines[line - 1] = "{garbage\n"
-        path.write_text("".join(lines))
     return mutate
 
 
@@ -256,12 +236,12 @@ CORRUPTION = [
     Case("sweep-damaged-manifest", "sweep", ["scaling", "{F}"], 1, "damaged",
          mutate=_write(f"{S0}/manifest.json", b'{"format": 1, "checkpoints": {"0": {}}}')),
     Case("sweep-damaged-metrics", "sweep", ["sweep", "status", "{F}", "--json"], 1, "",
-         mutate=_garbage_line(f"{S0}/metrics.jsonl", 3), check=_rows_say),
+         mutate=lambda f: garbage_line(f / S0 / "metrics.jsonl", 3), check=_rows_say),
     Case("sweep-damaged-report", "sweep", ["report", "{F}", "-o", "{T}/s.html", "--quiet"], 1, "damaged",
          mutate=_write(f"{S0}/run.json", b"{garbage"), untouched=True),
     # 8 and the smaller ones: a failed resume touches nothing
     Case("resume-bad-metrics", "run", ["train", "--resume", "--out", "{F}", "--steps", "50", "--quiet"], 2,
-         "metrics.jsonl", mutate=_garbage_line("metrics.jsonl", 3)),
+         "metrics.jsonl", mutate=lambda f: garbage_line(f / "metrics.jsonl", 3)),
     Case("resume-missing", "run", ["train", "--resume", "--out", "{F}", "--steps", "50", "--quiet"], 2,
          "resume.safetensors", mutate=_remove("resume.safetensors")),
     Case("metrics-missing", "run", ["train", "--resume", "--out", "{F}", "--steps", "50", "--quiet"], 2,
@@ -277,7 +257,7 @@ CORRUPTION = [
 
 def _prepare(case: Case, sources: dict, tmp_path: Path, capsys) -> tuple[Path, Path, dict]:
     folder = tmp_path / "f"
-    shutil.copytree(sources[case.fixture], folder, ignore=shutil.ignore_patterns(".lock"))
+    copy_run(sources[case.fixture], folder)
     scratch = tmp_path / "t"
     scratch.mkdir()
     fill = lambda argv: [a.replace("{F}", str(folder)).replace("{T}", str(scratch)) for a in argv]  # noqa: E731
@@ -312,12 +292,12 @@ def _slow(cases: list, slow: set[str], name=lambda c: c[0]) -> list:
 @pytest.mark.parametrize("case", _slow(CORRUPTION, {"cache-digit-flip"}, lambda c: c.id), ids=lambda c: c.id)
 def test_corruption(case, sources, tmp_path, capsys):
     folder, scratch, before = _prepare(case, sources, tmp_path, capsys)
-    saved = _snapshot(folder)
+    saved = snapshot(folder, cache=False)
     argv = [a.replace("{F}", str(folder)).replace("{T}", str(scratch)) for a in case.argv]
     code, out, err = _cli(capsys, argv)
     _expect(case, code, out, err)
     if case.untouched:
-        assert _snapshot(folder) == saved, "a refused command changed the saved files"
+        assert snapshot(folder, cache=False) == saved, "a refused command changed the saved files"
     if case.check:
         case.check(folder, out, before)
 
@@ -325,11 +305,11 @@ def test_corruption(case, sources, tmp_path, capsys):
 # ---------------------------------------------------------------------------- bad input
 BAD_INPUT = [
     # (id, argv, exit status, fragment[, what it may leave]); "{R}" is a copy of the run, "{T}" a scratch folder
-    ("lr-negative", ["train", "--out", "{T}/x", "--lr", "-1e-3", *SMALL], 2, "lr"),
-    ("lr-nan", ["train", "--out", "{T}/x", "--lr", "nan", *SMALL], 2, "lr must be a finite number"),
+    ("lr-negative", ["train", "--out", "{T}/x", "--lr", "-1e-3", *TINY_FLAGS], 2, "lr"),
+    ("lr-nan", ["train", "--out", "{T}/x", "--lr", "nan", *TINY_FLAGS], 2, "lr must be a finite number"),
     ("k-zero", ["train", "--out", "{T}/x", "--k", "0", "--steps", "3"], 2, "k"),
-    ("out-empty", ["train", "--out", "", *SMALL], 2, "non-empty"),
-    ("out-is-a-run", ["train", "--out", "{R}", *SMALL], 2, "already holds a run"),
+    ("out-empty", ["train", "--out", "", *TINY_FLAGS], 2, "non-empty"),
+    ("out-is-a-run", ["train", "--out", "{R}", *TINY_FLAGS], 2, "already holds a run"),
     ("resume-steps-back", ["train", "--resume", "--out", "{R}", "--steps", "20", "--quiet"], 2, "already reached"),
     ("resume-other-lr", ["train", "--resume", "--out", "{R}", "--lr", "0.1", "--quiet"], 2, "only --steps"),
     ("ls-empty", ["ls", ""], 2, "non-empty"),
@@ -343,14 +323,14 @@ BAD_INPUT = [
     ("steps-relative-no-tau", ["analyze", "{R}", "--only", "sensitivity", "--steps", "mid"], 2, "tau"),
     ("device-bogus", ["analyze", "{R}", "--device", "bogus"], 2, "unknown device"),
     ("report-output-folder", ["report", "{R}", "-o", "{T}"], 2, "is a folder"),
-    ("ray-cpus-negative", ["sweep", "--out", "{T}/s", "--backend", "ray", "--cpus-per-run=-1", *SMALL], 2, "cpus"),
-    ("ray-cpus-nan", ["sweep", "--out", "{T}/s", "--backend", "ray", "--cpus-per-run", "nan", *SMALL], 2, "cpus"),
-    ("ray-gpus-inf", ["sweep", "--out", "{T}/s", "--backend", "ray", "--gpus-per-run", "inf", *SMALL], 2, "gpus"),
-    ("sweep-axis-unknown", ["sweep", "--out", "{T}/s", "--grid", "task.q=1,2", *SMALL], 2, "unknown field"),
-    ("sweep-workers-zero", ["sweep", "--out", "{T}/s", "--workers", "0", *SMALL], 2, "positive integer"),
+    ("ray-cpus-negative", ["sweep", "--out", "{T}/s", "--backend", "ray", "--cpus-per-run=-1", *TINY_FLAGS], 2, "cpus"),
+    ("ray-cpus-nan", ["sweep", "--out", "{T}/s", "--backend", "ray", "--cpus-per-run", "nan", *TINY_FLAGS], 2, "cpus"),
+    ("ray-gpus-inf", ["sweep", "--out", "{T}/s", "--backend", "ray", "--gpus-per-run", "inf", *TINY_FLAGS], 2, "gpus"),
+    ("sweep-axis-unknown", ["sweep", "--out", "{T}/s", "--grid", "task.q=1,2", *TINY_FLAGS], 2, "unknown field"),
+    ("sweep-workers-zero", ["sweep", "--out", "{T}/s", "--workers", "0", *TINY_FLAGS], 2, "positive integer"),
     ("scaling-not-a-sweep", ["scaling", "{R}"], 2, "not a sweep folder"),
     # a run whose every evaluation is NaN stops, as a NaN training loss does (its folder says "failed")
-    ("nan-eval", ["train", "--out", "{T}/x", "--init-std", "1e30", "--steps", "20", *SMALL], 2, "nan", "{T}/x"),
+    ("nan-eval", ["train", "--out", "{T}/x", "--init-std", "1e30", "--steps", "20", *TINY_FLAGS], 2, "nan", "{T}/x"),
 ]
 
 
@@ -358,10 +338,10 @@ BAD_INPUT = [
 def test_bad_input(case, sources, tmp_path, capsys):
     name, argv, status, fragment, *leaves = case
     run = tmp_path / "r"
-    shutil.copytree(sources["run"], run, ignore=shutil.ignore_patterns(".lock"))
+    copy_run(sources["run"], run)
     scratch = tmp_path / "t"
     scratch.mkdir()
-    saved = _snapshot(run)
+    saved = snapshot(run, cache=False)
     argv = [a.replace("{R}", str(run)).replace("{T}", str(scratch)) for a in argv]
     try:
         code = main(argv)
@@ -372,7 +352,7 @@ def test_bad_input(case, sources, tmp_path, capsys):
     assert code == status, text[-2000:]
     assert "Traceback" not in text and fragment.lower() in text.lower(), text[-2000:]
     assert "expected one argument" not in text
-    assert _snapshot(run) == saved, "a refused command changed the run"
+    assert snapshot(run, cache=False) == saved, "a refused command changed the run"
     left = {str(p).replace(str(scratch), "{T}") for p in scratch.iterdir()}
     assert left <= set(leaves), f"a refused command left {left}"
     if leaves and left:
@@ -397,7 +377,7 @@ def _wait_for(predicate: Callable[[], bool], seconds: float = 120) -> None:
 def _ctrl_c_at_startup(delay: float):
     def scenario(sources: dict, tmp_path: Path) -> None:
         out = tmp_path / "x"
-        proc = _popen("train", "--out", out, "--steps", "200", *SMALL)
+        proc = _popen("train", "--out", out, "--steps", "200", *TINY_FLAGS)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
@@ -410,7 +390,7 @@ def _ctrl_c_at_startup(delay: float):
 
 def _ctrl_c_mid_analysis(sources: dict, tmp_path: Path) -> None:
     run = tmp_path / "r"
-    shutil.copytree(sources["demo"], run)
+    copy_run(sources["demo"], run)
     steps = ",".join(map(str, Run.open(run).steps[:12]))
     analyze = [sys.executable, "-m", "interp.cli", "analyze", run, "--only", "sensitivity", "--steps", steps]
     proc = subprocess.Popen([*analyze, "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
@@ -425,17 +405,15 @@ def _ctrl_c_mid_analysis(sources: dict, tmp_path: Path) -> None:
 
 
 def _kill_9_mid_training_resumes_bit_exact(sources: dict, tmp_path: Path) -> None:
-    flags = [*SMALL, "--steps", "150", "--checkpoint-every", "25"]
+    flags = [*TINY_FLAGS, "--steps", "150", "--checkpoint-every", "25"]
     whole = tmp_path / "whole"
-    assert subprocess.run([sys.executable, "-m", "interp.cli", "train", "--out", whole, *flags], env=ENV,
-                          capture_output=True, timeout=600).returncode == 0
+    assert interp_cli("train", "--out", whole, *flags, timeout=600).returncode == 0
     cut = tmp_path / "cut"
     proc = _popen("train", "--out", cut, *flags)
     _wait_for(lambda: (cut / "checkpoints" / "step_0000050.safetensors").exists())
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
-    resumed = subprocess.run([sys.executable, "-m", "interp.cli", "train", "--resume", "--out", cut, "--quiet"],
-                             capture_output=True, text=True, env=ENV, timeout=600)
+    resumed = interp_cli("train", "--resume", "--out", cut, "--quiet", timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert Run.open(cut).checkpoint_hashes() == Run.open(whole).checkpoint_hashes()
 
@@ -443,7 +421,7 @@ def _kill_9_mid_training_resumes_bit_exact(sources: dict, tmp_path: Path) -> Non
 def _pool_worker_killed(sources: dict, tmp_path: Path) -> None:
     """The pool is rebuilt and the killed worker's run resumes, to the weights of an uninterrupted run."""
     args = ["sweep", "--out", str(tmp_path / "w"), "--steps", "120", "--grid", "seed=0,1,2", "--threads-per-run", "1",
-            *SMALL]
+            *TINY_FLAGS]
     out = tmp_path / "w"
     proc = _popen(*args, "--workers", "2")
     try:
@@ -460,8 +438,7 @@ def _pool_worker_killed(sources: dict, tmp_path: Path) -> None:
     assert proc.returncode == 0 and "Traceback" not in err, err[-3000:]
     assert "worker process died" in err and "3 of 3 runs done, 0 failed" in err, err[-2000:]
     reference = tmp_path / "reference"  # the same runs, uninterrupted, one at a time, same threads per run
-    assert subprocess.run([sys.executable, "-m", "interp.cli", "sweep", *args[1:2], str(reference), *args[3:]],
-                          capture_output=True, env=ENV, timeout=600).returncode == 0
+    assert interp_cli("sweep", *args[1:2], reference, *args[3:], timeout=600).returncode == 0
     names = sorted(p.name for p in out.iterdir() if Run.is_run(p))
     assert names == sorted(p.name for p in reference.iterdir() if Run.is_run(p)) and len(names) == 3
     for name in names:
@@ -486,14 +463,13 @@ def test_interruption(case, sources, tmp_path):
 # ---------------------------------------------------------------------------- concurrency
 def _two_sweeps_one_folder(sources: dict, tmp_path: Path) -> None:
     out = tmp_path / "c"
-    args = ("sweep", "--out", out, "--steps", "60", "--grid", "seed=0,1", *SMALL)
+    args = ("sweep", "--out", out, "--steps", "60", "--grid", "seed=0,1", *TINY_FLAGS)
     procs = [_popen(*args), _popen(*args)]
     results = [p.communicate(timeout=600) for p in procs]
     for proc, (_, err) in zip(procs, results):
         assert proc.returncode == 0, err[-2000:]
         assert "Traceback" not in err and "run failed" not in err, err[-2000:]
-    status = subprocess.run([sys.executable, "-m", "interp.cli", "sweep", "status", out, "--json"],
-                            capture_output=True, text=True, env=ENV, timeout=120)
+    status = interp_cli("sweep", "status", out, "--json", timeout=120)
     assert {r["status"] for r in json.loads(status.stdout)} == {"done"}
 
 
@@ -502,13 +478,12 @@ def _sweep_skips_a_run_being_written(sources: dict, tmp_path: Path) -> None:
     from interp.sweeps.sweep import Sweep
 
     out = tmp_path / "s"
-    shutil.copytree(sources["sweep"], out)
+    copy_run(sources["sweep"], out)
     shutil.rmtree(out / S0)
     spec = next(spec for name, spec, _ in Sweep.open(out).points() if name == S0)
     held = Run.create(out / S0, spec)  # this process is the other writer
     try:
-        result = subprocess.run([sys.executable, "-m", "interp.cli", "sweep", out, "--quiet"], capture_output=True,
-                                text=True, env=ENV, timeout=180)
+        result = interp_cli("sweep", out, "--quiet", timeout=180)
     finally:
         held.release()
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
@@ -518,7 +493,7 @@ def _sweep_skips_a_run_being_written(sources: dict, tmp_path: Path) -> None:
 
 def _two_analyses_one_run(sources: dict, tmp_path: Path) -> None:
     run = tmp_path / "r"
-    shutil.copytree(sources["run"], run)
+    copy_run(sources["run"], run)
     args = ("analyze", run, "--only", "sensitivity,attention", "--json")
     procs = [_popen(*args), _popen(*args)]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -528,12 +503,11 @@ def _two_analyses_one_run(sources: dict, tmp_path: Path) -> None:
 
 def _second_writer_refused(sources: dict, tmp_path: Path) -> None:
     run = tmp_path / "r"
-    shutil.copytree(sources["run"], run)
+    copy_run(sources["run"], run)
     first = _popen("train", "--resume", "--out", run, "--steps", "100000")
     try:
         _wait_for(lambda: (run / "checkpoints" / "step_0000040.safetensors").exists())
-        second = subprocess.run([sys.executable, "-m", "interp.cli", "train", "--resume", "--out", run, "--quiet"],
-                                capture_output=True, text=True, env=ENV, timeout=120)
+        second = interp_cli("train", "--resume", "--out", run, "--quiet", timeout=120)
         assert second.returncode == 2 and re.search(rf"pid {first.pid}\b", second.stderr), second.stderr
     finally:
         first.send_signal(signal.SIGKILL)
@@ -542,11 +516,10 @@ def _second_writer_refused(sources: dict, tmp_path: Path) -> None:
 
 def _report_while_training(sources: dict, tmp_path: Path) -> None:
     run = tmp_path / "r"
-    shutil.copytree(sources["run"], run)
+    copy_run(sources["run"], run)
     writer = _popen("train", "--resume", "--out", run, "--steps", "400")
     try:
-        shown = subprocess.run([sys.executable, "-m", "interp.cli", "analyze", run, "--only", "sensitivity", "--json"],
-                               capture_output=True, text=True, env=ENV, timeout=300)
+        shown = interp_cli("analyze", run, "--only", "sensitivity", "--json", timeout=300)
         assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr[-2000:]
     finally:
         writer.communicate(timeout=600)

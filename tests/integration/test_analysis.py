@@ -16,12 +16,12 @@ from interp.analysis.suite import run_suite
 from interp.errors import InterpError
 from interp.fastpath import base_cache, resume_from_resid, resume_from_z, resume_from_z_at, resume_tree, run_tree, usable
 from interp.metrics import evaluate_examples, summarize
-from interp.model import ModelSpec, build_model
+from interp.model import ModelSpec
 from interp.runs import Run
 from interp.seeding import torch_generator
-from interp.task import VOCAB_SIZE, Task, TaskSpec
+from interp.task import Task, TaskSpec
 from interp.train import train
-from tests.helpers import small_spec
+from tests.helpers import random_model, small_spec
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def task() -> Task:
 @pytest.fixture(scope="module")
 def model(task):
     spec = ModelSpec(n_layers=3, n_heads=3, d_model=24, d_head=8, d_mlp=48, init_std=0.4)
-    return build_model(spec, task.layout.length, VOCAB_SIZE, seed=2).to(torch.float64).eval()
+    return random_model(task, spec, seed=2, dtype=torch.float64)
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,8 @@
 run, the pool and Ray give one table, a second call computes nothing, a kill -9 loses nothing
 cached, unfinished runs are named and skipped, bad input is one line with exit status 2."""
 
-import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +21,7 @@ from interp.sweeps.analyze import analyze_sweep
 from interp.sweeps.circuits import CIRCUIT_COLUMNS
 from interp.sweeps.fits import jsonable
 from interp.sweeps.sweep import Sweep, SweepSpec
-from tests.helpers import hide_module, small_spec
+from tests.helpers import cli_json, copy_run, hide_module, small_spec
 
 # the small, fast-snapping model of the sweep report tests (tests/e2e/test_sweep_report.py)
 SMALL = ["--preset", "tiny", "--n-bases", "24", "--n-layers", "2", "--n-heads", "2", "--d-model", "32",
@@ -42,19 +40,6 @@ def trained(tmp_path_factory) -> Path:
     return out
 
 
-def _copy(trained: Path, where: Path) -> Path:
-    shutil.copytree(trained, where)
-    return where
-
-
-def _json(capsys, argv) -> dict:
-    capsys.readouterr()
-    code = main(argv)
-    out = capsys.readouterr().out
-    assert code == 0, out
-    return json.loads(out)
-
-
 def _circuits(path: Path) -> pd.DataFrame:
     table = Sweep.open(path).table(circuits=True)
     return table[["run", *CIRCUIT_COLUMNS]].sort_values("run").reset_index(drop=True)
@@ -65,15 +50,15 @@ def _circuits(path: Path) -> pd.DataFrame:
 def test_the_sweep_gives_each_run_the_findings_of_analyze_run_and_a_second_call_computes_nothing(
         only, trained, tmp_path, capsys):
     torch.set_num_threads(1)  # the pool's workers run 1 thread each: the same sums
-    swept = _copy(trained, tmp_path / "swept")
-    alone = _copy(trained, tmp_path / "alone")
-    got = _json(capsys, ["analyze", str(swept), "--json", "--workers", "1", "--threads-per-run", "1", *only])
+    swept = copy_run(trained, tmp_path / "swept")
+    alone = copy_run(trained, tmp_path / "alone")
+    got = cli_json(capsys, ["analyze", str(swept), "--json", "--workers", "1", "--threads-per-run", "1", *only])
     assert got["skipped"] == {} and len(got["runs"]) == 4
     # computed afresh (the routing head's sensitivity at the last step is read again from the cache it
     # was stored in a moment before: one hit per run)
     assert all(r["state"] == "done" and r["computed"] > 0 and r["cached"] <= 1 for r in got["runs"])
     for result in got["runs"]:
-        own = _json(capsys, ["analyze", str(alone / result["name"]), "--json", *only])
+        own = cli_json(capsys, ["analyze", str(alone / result["name"]), "--json", *only])
         assert jsonable(own["findings"]) == jsonable(result["findings"]), result["name"]
     # the circuit columns are those findings, read back from each run's cache
     table = {r["run"]: r for r in got["table"]}
@@ -87,7 +72,7 @@ def test_the_sweep_gives_each_run_the_findings_of_analyze_run_and_a_second_call_
         assert row["groups_above_80_at_half_tau"] == pytest.approx(f["groups_share_above_80_at_half_tau"])
         assert row["gap_lead"] is not None and row["circuits_reason"] is None or "onset" in row["circuits_reason"]
     files = {p: p.stat().st_mtime_ns for p in swept.rglob("cache/**/*.json")}
-    again = _json(capsys, ["analyze", str(swept), "--json", "--workers", "1", *only])
+    again = cli_json(capsys, ["analyze", str(swept), "--json", "--workers", "1", *only])
     assert sum(r["computed"] for r in again["runs"]) == 0 and all(r["cached"] > 0 for r in again["runs"])
     assert {p: p.stat().st_mtime_ns for p in swept.rglob("cache/**/*.json")} == files  # nothing written
 
@@ -95,8 +80,8 @@ def test_the_sweep_gives_each_run_the_findings_of_analyze_run_and_a_second_call_
 @pytest.mark.slow
 def test_the_pool_and_ray_give_identical_tables(trained, tmp_path):
     pytest.importorskip("ray", reason="the ray extra: pip install -e '.[ray]'")
-    pool = _copy(trained, tmp_path / "pool")
-    ray = _copy(trained, tmp_path / "ray")
+    pool = copy_run(trained, tmp_path / "pool")
+    ray = copy_run(trained, tmp_path / "ray")
     assert main(["analyze", str(pool), "--workers", "2", "--quiet"]) == 0  # 1 thread per run
     assert main(["analyze", str(ray), "--backend", "ray", "--cpus-per-run", "1", "--quiet"]) == 0
     pd.testing.assert_frame_equal(_circuits(pool), _circuits(ray))
@@ -105,7 +90,7 @@ def test_the_pool_and_ray_give_identical_tables(trained, tmp_path):
 
 @pytest.mark.slow
 def test_a_kill_mid_way_then_a_rerun_recomputes_nothing_that_was_cached(trained, tmp_path):
-    killed = _copy(trained, tmp_path / "killed")
+    killed = copy_run(trained, tmp_path / "killed")
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from interp.cli import main; sys.exit(main(sys.argv[1:]))",
                              "analyze", str(killed), "--quiet"], cwd=ROOT, env=env,
@@ -120,7 +105,7 @@ def test_a_kill_mid_way_then_a_rerun_recomputes_nothing_that_was_cached(trained,
     outcome = analyze_sweep(Sweep.open(killed), progress=False)
     assert {p: before[p] for p in before} == {p: p.stat().st_mtime_ns for p in before}  # kept, not recomputed
     assert outcome.cached >= len(before) and not outcome.failed
-    clean = _copy(trained, tmp_path / "clean")
+    clean = copy_run(trained, tmp_path / "clean")
     analyze_sweep(Sweep.open(clean), progress=False)
     # each result computed is one cache file: only those missing after the kill were computed
     assert outcome.computed == sum(1 for _ in clean.rglob("cache/**/*.json")) - len(before)
@@ -128,7 +113,7 @@ def test_a_kill_mid_way_then_a_rerun_recomputes_nothing_that_was_cached(trained,
 
 
 def test_unfinished_runs_are_named_and_skipped(trained, tmp_path, capsys):
-    path = _copy(trained, tmp_path / "mixed")
+    path = copy_run(trained, tmp_path / "mixed")
     failed = Run.open(path / "k3-nb24-s0")
     failed.acquire()
     failed.write_status("failed", error="RuntimeError: out of memory")
@@ -156,7 +141,7 @@ def test_a_censored_run_is_skipped_with_the_reason(tmp_path):
     torch.set_num_threads(1)
     sweep = Sweep.create(tmp_path / "short", SweepSpec(base=small_spec(steps=20, checkpoint_every=10),
                                                        grid=(("seed", (0,)),)))
-    from interp.sweeps.executors import train_sweep
+    from interp.sweeps.sweep import train_sweep
 
     train_sweep(sweep, progress=False)
     with pytest.raises(InterpError, match="no finished run to analyse .*1 of the done censored"):
@@ -188,7 +173,7 @@ def test_bad_input_is_one_line_with_exit_status_2(tmp_path, capsys, monkeypatch)
 
 @pytest.mark.slow
 def test_an_analysis_cached_at_only_some_of_its_steps_is_left_out_whole(trained, tmp_path):
-    path = _copy(trained, tmp_path / "partial")
+    path = copy_run(trained, tmp_path / "partial")
     analyze_sweep(Sweep.open(path), only="circuits", progress=False)
     full = Sweep.open(path).table(circuits=True).set_index("run")
     assert full["routing_head"].notna().all() and full["used_ablation_lead"].notna().any()

@@ -8,7 +8,6 @@ read at the last readable step, which the findings, the report and the timeline 
 """
 
 import json
-import shutil
 
 import pandas as pd
 import pytest
@@ -21,7 +20,7 @@ from interp.report import write_report
 from interp.runs import Run
 from interp.timelines import timeline
 from interp.train import train
-from tests.helpers import edit_cached_table, small_spec
+from tests.helpers import copy_run, edit_cached_table, small_spec
 
 LAST = 30  # checkpoints at 0, 1, 2, 4, 8, 10, 20, 30
 
@@ -37,8 +36,7 @@ def source(tmp_path_factory) -> Run:
 @pytest.fixture
 def run(source, tmp_path) -> Run:
     """A fresh copy of the source run, without its cache."""
-    shutil.copytree(source.path, tmp_path / "run", ignore=shutil.ignore_patterns("cache", ".lock"))
-    return Run.open(tmp_path / "run")
+    return Run.open(copy_run(source.path, tmp_path / "run", cache=False))
 
 
 def _entry(run: Run, step: int, analysis: str = "sensitivity"):

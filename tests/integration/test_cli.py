@@ -2,26 +2,17 @@
 
 import re
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from interp.cli import main
 from interp.runs import Run
 from interp.train import train
-from tests.helpers import DEMO, small_spec
+from tests.helpers import DEMO, copy_run, interp_cli, small_spec
 
 TINY_FLAGS = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8",
               "--d-mlp", "32", "--steps", "6", "--eval-every", "3", "--eval-size", "16",
               "--checkpoint-every", "3", "--batch-size", "8", "--quiet"]
-
-
-def _interp(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "interp.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
 
 
 @pytest.mark.parametrize(
@@ -40,7 +31,7 @@ def _interp(*args: str, cwd=None) -> subprocess.CompletedProcess:
 def test_bad_input_is_one_line_and_status_2(tmp_path, args, fragment):
     if args[0] == "train":
         args = args + ["--out", str(tmp_path / "run")]
-    result = _interp(*args, cwd=tmp_path)
+    result = interp_cli(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -81,11 +72,7 @@ def test_train_show_ls_and_resume(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_analyze_prints_findings_and_caches(tmp_path, capsys):
-    import shutil
-
-    demo = DEMO
-    run = tmp_path / "demo"
-    shutil.copytree(demo, run, ignore=shutil.ignore_patterns("cache"))
+    run = copy_run(DEMO, tmp_path / "demo")
     assert main(["analyze", str(run), "--only", "sensitivity,ablation", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"routing head +L0H3 \(z-share", out) and re.search(r"zero-ablating L0H3 +candidate loss", out)

@@ -30,6 +30,7 @@ from interp.forks.family import ForkFamily
 from interp.presets import preset
 from interp.runs import FORMAT, MANIFEST_FILE, RESUME_FILE, RUN_FILE, Run, fork_sha256
 from interp.train import train
+from tests.helpers import snapshot
 
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 ARMS = "minibatch,full_batch,measured_noise"
@@ -105,11 +106,6 @@ def _stamps(folder: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in sorted(folder.rglob("*"))
             if p.is_file() and (p.suffix in (".safetensors", ".jsonl") or p.name in ("manifest.json", "status.json",
                                                                                       RUN_FILE))}
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
 
 
 def _status(capsys, folder: Path, *flags: str) -> tuple[int, str, str]:
@@ -273,7 +269,7 @@ def test_an_edited_fork_block_is_damaged_named_and_skipped(parent, pool_family, 
     if how == "rehashed":
         info["fork_sha256"] = fork_sha256(info["fork"])
     (out / s1 / RUN_FILE).write_text(json.dumps(info, indent=2))
-    before = _files(out / s1)
+    before = snapshot(out / s1)
 
     table = family.table().set_index("run")
     assert table.loc[s1, "status"] == "damaged" and table.loc[s0, "status"] == "interrupted"  # made, not trained
@@ -284,7 +280,7 @@ def test_an_edited_fork_block_is_damaged_named_and_skipped(parent, pool_family, 
     results = {r["name"]: r for r in outcome.results}
     assert results[s1]["state"] == "damaged" and says in results[s1]["error"]
     assert results[s0]["state"] == "done" and results[s0]["trained"]
-    assert _files(out / s1) == before  # never trained, made again or rewritten
+    assert snapshot(out / s1) == before  # never trained, made again or rewritten
     # the other fork trained as in any family: the weights of the same point of the pool family
     ra, rb = Run.open(out / s0), Run.open(pool_family / s0)
     assert ra.steps == rb.steps and all(torch.equal(ra.state_dict(s)[k], rb.state_dict(s)[k])
@@ -296,7 +292,7 @@ def test_an_edited_fork_block_is_damaged_named_and_skipped(parent, pool_family, 
     code, shown, err = _status(capsys, out)
     assert code == 1 and "1 of 2 run(s) damaged" in err
     assert any(line.startswith(s1) and "damaged" in line for line in shown.splitlines()), shown
-    assert _files(out / s1) == before
+    assert snapshot(out / s1) == before
 
 
 # ---------------------------------------------------------------------------- 6: a half-made fork

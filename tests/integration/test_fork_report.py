@@ -27,6 +27,7 @@ from interp.report.forks import fork_family_report
 from interp.runs import RUN_FILE
 from interp.sweeps.forks import forks as compare_forks
 from tests.fork_families import LABELS, make_family
+from tests.helpers import copy_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,8 +45,7 @@ def _text(path: Path) -> str:
 
 
 def _copy(family: ForkFamily, where: Path) -> ForkFamily:
-    shutil.copytree(family.path, where / family.name)
-    return ForkFamily.open(where / family.name)
+    return ForkFamily.open(copy_run(family.path, where / family.name))
 
 
 def _damage(family: ForkFamily, name: str) -> None:

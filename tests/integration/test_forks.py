@@ -30,11 +30,11 @@ from interp.checkpoints import read, read_resume, serialize
 from interp.cli import main
 from interp.errors import InterpError
 from interp.files import sha256_bytes
-from interp.forks.arm_steps import build_stepper
+from interp.forks.arm_steps import build_stepper, fork_stepper
 from interp.forks.arms import make_arm
 from interp.forks.family import escapes
 from interp.forks.fork import create_fork, fork
-from interp.forks.state import replay, state_at, verify
+from interp.replay import replay, state_at, verify
 from interp.metrics import batch_loss
 from interp.model import build_model
 from interp.presets import preset
@@ -42,6 +42,7 @@ from interp.run_states import kept_state, kept_steps
 from interp.runs import MANIFEST_FILE, RESUME_FILE, RUN_FILE, Run
 from interp.task import VOCAB_SIZE
 from interp.train import train
+from tests.helpers import copy_run, snapshot
 
 AT = 30  # the fork step of the arm and gamma forks
 CHUNK = 100  # examples per chunk of the independent full gradient (520 examples; the library uses 512 + 8)
@@ -176,17 +177,6 @@ def _rel(a: dict, b: dict) -> float:
 
 
 # ---------------------------------------------------------------------------- files
-def _copy(run: Run, dest: Path) -> Path:
-    shutil.copytree(run.path, dest, ignore=shutil.ignore_patterns(".lock"))
-    return dest
-
-
-def _snapshot(path: Path) -> dict[str, bytes]:
-    """Every file of a folder (the analysis cache included) but the lock."""
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
-
-
 def _edit_json(path: Path, edit) -> None:
     blob = json.loads(path.read_text())
     edit(blob)
@@ -257,7 +247,7 @@ def test_replayed_state_is_the_checkpoint_and_the_kept_state(parents):
 def test_dropping_states_keeps_the_chosen_one_and_forks_from_it(parents, tmp_path, capsys):
     from interp.run_states import drop_states
 
-    run = Run.open(_copy(parents["kept"], tmp_path / "kept"))
+    run = Run.open(copy_run(parents["kept"].path, tmp_path / "kept"))
     before = kept_steps(run)
     held = kept_state(run, 20)
     assert drop_states(run, [20]) == [s for s in before if s != 20]
@@ -282,7 +272,7 @@ def _assert_same_state(a, b, stream: bool = True) -> None:
 
 # ---------------------------------------------------------------------------- 3. mismatches refused
 def test_a_replay_that_does_not_reproduce_the_checkpoint_is_refused(parents, tmp_path, capsys):
-    copy = _copy(parents["plain"], tmp_path / "edited")
+    copy = copy_run(parents["plain"].path, tmp_path / "edited")
     entry = Run.open(copy).manifest()[30]
     path = copy / entry["file"]
     tensors, meta = read(path, entry["sha256"])
@@ -303,12 +293,12 @@ def test_a_replay_that_does_not_reproduce_the_checkpoint_is_refused(parents, tmp
         state_at(run, 30)
     assert "1 of" in str(caught.value)
 
-    before = _snapshot(copy)
+    before = snapshot(copy)
     out = tmp_path / "x"
     _refused(capsys, ["fork", str(copy), "--at", "30", "--arm", "minibatch", "--steps", "5", "--out", str(out),
                       "--quiet"], "does not reproduce")
     assert not out.exists()
-    assert _snapshot(copy) == before
+    assert snapshot(copy) == before
 
 
 def _sessions(folder: Path, sessions: list[dict]) -> None:
@@ -324,18 +314,18 @@ def test_another_thread_count_or_a_gpu_is_refused(parents, tmp_path):
     threads = torch.get_num_threads()
     assert Run.open(parents["plain"].path).info["training"] == [_session(0)]
 
-    copy = _copy(parents["plain"], tmp_path / "threads")
+    copy = copy_run(parents["plain"].path, tmp_path / "threads")
     _sessions(copy, [_session(0, threads=threads + 1)])
     with pytest.raises(InterpError, match=f"trained with {threads + 1} CPU threads") as caught:
         state_at(Run.open(copy), 30)
     assert f"--threads {threads + 1}" in str(caught.value)
 
-    gpu = _copy(parents["plain"], tmp_path / "gpu")
+    gpu = copy_run(parents["plain"].path, tmp_path / "gpu")
     _sessions(gpu, [_session(0, device="cuda")])
     with pytest.raises(InterpError, match="trained on cuda"):
         state_at(Run.open(gpu), 30)
     # a GPU run that kept its states forks from them: nothing is replayed
-    kept_gpu = _copy(parents["kept"], tmp_path / "kept-gpu")
+    kept_gpu = copy_run(parents["kept"].path, tmp_path / "kept-gpu")
     _sessions(kept_gpu, [_session(0, device="cuda")])
     state, how = state_at(Run.open(kept_gpu), 30)
     assert how == "kept" and state.step == 30
@@ -355,14 +345,14 @@ def test_the_sessions_a_replay_crosses_are_the_ones_checked(parents, tmp_path):
                     entry.pop("state", None)
         _edit_json(folder / MANIFEST_FILE, edit)
 
-    crossing = _copy(kept, tmp_path / "crossing")
+    crossing = copy_run(kept.path, tmp_path / "crossing")
     only_kept_upto(crossing, 20)
     _sessions(crossing, [_session(0, threads=threads + 1), _session(40)])
     assert kept_steps(Run.open(crossing))[-1] == 20
     with pytest.raises(InterpError, match=f"trained with {threads + 1} CPU threads"):
         state_at(Run.open(crossing), 50)
 
-    ended = _copy(kept, tmp_path / "ended")
+    ended = copy_run(kept.path, tmp_path / "ended")
     only_kept_upto(ended, 20)
     _sessions(ended, [_session(0, threads=threads + 1), _session(10)])
     state, how = state_at(Run.open(ended), 50)
@@ -383,7 +373,7 @@ def arms(parents, tmp_path_factory) -> dict[str, dict]:
         create_fork(parent, AT, make_arm(name, **params), 5, folder, settings=EVERY_STEP)
         shutil.copy(folder / RESUME_FILE, root / f"{name}-start.safetensors")
         start = read_resume(root / f"{name}-start.safetensors")
-        train(Run.open(folder), stop_at=AT + 1, progress=False)
+        train(Run.open(folder), stop_at=AT + 1, progress=False, stepper=fork_stepper)
         run = Run.open(folder)
         assert run.steps == [AT, AT + 1] and run.status is None  # stopped, not finished
         out[name] = {"run": run, "start": start, "after": read_resume(folder / RESUME_FILE)}
@@ -553,11 +543,11 @@ def test_bad_fork_input_is_one_line_and_writes_nothing(parents, tmp_path, capsys
         real = hessian.spectrum
         monkeypatch.setattr(hessian, "spectrum", lambda *a, **kw: real(*a, **{**kw, "maxiter": 1, "tol": 1e-14}))
         monkeypatch.setitem(hessian.DEFAULTS, "n_examples", 64)  # read at call time: a quicker failure
-    before = _snapshot(parent.path)
+    before = snapshot(parent.path)
     argv = ["fork", str(parent.path), *[x for kv in options.items() for x in kv], "--quiet"]
     _refused(capsys, argv, fragment)
     assert not Path(options["--out"]).exists()
-    assert _snapshot(parent.path) == before
+    assert snapshot(parent.path) == before
 
 
 # ---------------------------------------------------------------------------- kicks

@@ -3,9 +3,6 @@ numbers in the table equal the same quantities computed by hand from the analyse
 
 import json
 import math
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,14 +11,12 @@ from interp.cli import main
 from interp.mechanisms import mechanisms
 from interp.mechanisms.rules import NOT_MEASURED, ROWS
 from interp.runs import Run
-from tests.helpers import DEMO
+from tests.helpers import DEMO, copy_run, interp_cli
 
 
 @pytest.fixture(scope="module")
 def demo_copy(tmp_path_factory):
-    path = tmp_path_factory.mktemp("mech") / "demo"
-    shutil.copytree(DEMO, path, ignore=shutil.ignore_patterns("cache"))
-    return path
+    return copy_run(DEMO, tmp_path_factory.mktemp("mech") / "demo")
 
 
 @pytest.mark.slow
@@ -86,6 +81,6 @@ def test_a_sweep_pools_its_runs_and_fits_the_noise_axis(tmp_path):
 
 def test_bad_input_exits_2_with_one_line(tmp_path):
     for args in (["mechanisms", str(tmp_path / "nowhere")], ["mechanisms", str(tmp_path)]):
-        proc = subprocess.run([sys.executable, "-m", "interp.cli", *args], capture_output=True, text=True)
+        proc = interp_cli(*args)
         assert proc.returncode == 2, proc
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

@@ -13,13 +13,9 @@ from interp.precision import EMULATION_ENV, Autocast, bf16_hardware, check_preci
 from interp.runs import Run
 from interp.spec import RunSpec
 from interp.train import train
-from tests.helpers import small_spec
+from tests.helpers import cloned_params, small_spec
 
 HARDWARE, FOUND = bf16_hardware("cpu")
-
-
-def _params(model) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in model.named_parameters()}
 
 
 @pytest.fixture
@@ -55,7 +51,7 @@ def test_autocast_computes_matrix_products_in_bf16_and_returns_float32():
 def test_bf16_training_changes_the_arithmetic_not_the_format(bf16_run, tmp_path):
     f32 = Run.create(tmp_path / "f32", small_spec())
     train(f32, progress=False)
-    a, b = _params(bf16_run.model(40)), _params(f32.model(40))
+    a, b = cloned_params(bf16_run.model(40)), cloned_params(f32.model(40))
     assert all(t.dtype == torch.float32 for t in a.values())  # float32 master weights and checkpoints
     assert any(not torch.equal(a[k], b[k]) for k in a)  # the step really ran in bf16
     info = json.loads((bf16_run.path / "run.json").read_text())
@@ -72,7 +68,7 @@ def test_bf16_run_resumes_bit_exactly(bf16_run, tmp_path, emulated):
     resumed = Run.open(run.path)
     assert resumed.spec.train.precision == "bf16"  # the resume keeps it
     train(resumed, progress=False)
-    a, b = _params(bf16_run.model(40)), _params(resumed.model(40))
+    a, b = cloned_params(bf16_run.model(40)), cloned_params(resumed.model(40))
     assert all(torch.equal(a[k], b[k]) for k in a)
     cols = [c for c in bf16_run.metrics if c != "seconds"]
     assert bf16_run.metrics[cols].equals(resumed.metrics[cols])
@@ -81,7 +77,7 @@ def test_bf16_run_resumes_bit_exactly(bf16_run, tmp_path, emulated):
 def test_same_bf16_command_twice_gives_identical_weights(bf16_run, tmp_path, emulated):
     again = Run.create(tmp_path / "again", small_spec(precision="bf16"))
     train(again, progress=False)
-    a, b = _params(bf16_run.model(40)), _params(again.model(40))
+    a, b = cloned_params(bf16_run.model(40)), cloned_params(again.model(40))
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 

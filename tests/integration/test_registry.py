@@ -11,6 +11,7 @@ from interp.analysis.suite import run_suite
 from interp.cli import build_parser, main
 from interp.errors import InterpError
 from interp.report import write_report
+from interp.report.sections import analyses_with_sections, sections_of
 from interp.runs import Run
 from interp.train import train
 from tests import dummy_analysis
@@ -47,10 +48,16 @@ def test_every_analysis_module_has_the_entry_points_and_its_defaults():
         assert isinstance(module.DEFAULTS, dict), entry.name
         for option in entry.options:  # every option sets a parameter the module has a default for
             assert option.param in module.DEFAULTS, (entry.name, option.flag)
-        for section in entry.sections:  # every named figure function exists
-            assert callable(registry.resolve(section.figure)), section.figure
+        for section in sections_of(entry.name):  # every registered figure function exists
+            assert callable(section.figure), section.key
         for path in (entry.findings, entry.describe):
             assert not path or callable(registry.resolve(path)), path
+
+
+def test_every_report_section_is_of_a_registered_analysis():
+    # a section registered under a misspelt name would never be drawn
+    assert set(analyses_with_sections()) <= set(registry.REGISTRY) | {"dummy"}
+    assert sections_of("dummy")[0].figure is dummy_analysis.figure
 
 
 def test_needing_tau_is_read_from_the_steps():

@@ -5,8 +5,6 @@ are cleaned; Ctrl-C, a NaN evaluation and a negative number each end in one clea
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,34 +14,20 @@ from interp.cli import main
 from interp.errors import InterpError
 from interp.runs import MANIFEST_FILE, METRICS_FILE, RESUME_FILE, RUN_FILE, Run
 from interp.spec import spec_sha256
-from tests.helpers import DEMO
+from tests.helpers import DEMO, TINY_FLAGS, copy_run, garbage_line, interp_cli, snapshot
 
-FLAGS = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8",
-         "--d-mlp", "32", "--eval-every", "5", "--eval-size", "16", "--checkpoint-every", "10",
-         "--batch-size", "8", "--quiet"]
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
+def runs(tiny_run) -> dict[str, Path]:
     """Two 30-step runs of the same spec, seeds 0 and 1 (checkpoints at 0, 1, 2, 4, 8, 10, 20, 30)."""
-    root = tmp_path_factory.mktemp("identity")
-    made = {"r": root / "r", "r1": root / "r1"}
-    assert main(["train", "--out", str(made["r"]), "--steps", "30", *FLAGS]) == 0
-    assert main(["train", "--out", str(made["r1"]), "--steps", "30", "--seed", "1", *FLAGS]) == 0
-    return made
+    return {"r": tiny_run(), "r1": tiny_run(1)}
 
 
 @pytest.fixture
 def copy(runs, tmp_path) -> Path:
-    target = tmp_path / "r"
-    shutil.copytree(runs["r"], target, ignore=shutil.ignore_patterns(".lock"))
-    return target
-
-
-def _snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
-            and p.name != ".lock"}
+    return copy_run(runs["r"], tmp_path / "r")
 
 
 def _main(argv: list[str]) -> int:
@@ -86,9 +70,9 @@ def _rewrite_identity(path: Path, **changes) -> None:
 # ---------------------------------------------------------------------------- 1: another run's resume state
 def test_another_runs_resume_state_is_refused(copy, runs, capsys):
     shutil.copy(runs["r1"] / RESUME_FILE, copy / RESUME_FILE)
-    before = _snapshot(copy)
+    before = snapshot(copy)
     _refused(capsys, _resume(copy), "resume.safetensors belongs to another run", "seed 1", "seed 0")
-    assert _snapshot(copy) == before  # run.json still plans 30 steps
+    assert snapshot(copy) == before  # run.json still plans 30 steps
 
 
 @pytest.mark.parametrize("changes,fragment", [
@@ -99,9 +83,9 @@ def test_another_runs_resume_state_is_refused(copy, runs, capsys):
 ])
 def test_each_identity_field_is_checked(copy, capsys, changes, fragment):
     _rewrite_identity(copy / RESUME_FILE, **changes)
-    before = _snapshot(copy)
+    before = snapshot(copy)
     _refused(capsys, _resume(copy), "resume.safetensors", fragment)
-    assert _snapshot(copy) == before
+    assert snapshot(copy) == before
     with pytest.raises(InterpError, match=fragment):  # the library's own path (sweeps, `train(run)`) too
         Run.open(copy).load_resume()
 
@@ -114,9 +98,9 @@ def test_an_older_resume_state_is_tied_to_its_run_by_its_weights(copy, runs, cap
     shutil.copy(runs["r1"] / RESUME_FILE, copy / "r1.safetensors")
     _rewrite_identity(copy / "r1.safetensors", identity=None)
     shutil.move(copy / "r1.safetensors", copy / RESUME_FILE)
-    before = _snapshot(copy)
+    before = snapshot(copy)
     _refused(capsys, _resume(copy), "records no run identity", "its weights differ from")
-    assert _snapshot(copy) == before
+    assert snapshot(copy) == before
     shutil.copy(runs["r"] / RESUME_FILE, copy / RESUME_FILE)
     _rewrite_identity(copy / RESUME_FILE, identity=None)
     assert main(_resume(copy)) == 0  # its own older state: continued
@@ -143,7 +127,7 @@ def _edit_run_json(folder: Path, edit) -> None:
 
 def test_an_edited_spec_is_refused_by_show_ls_and_resume(copy, capsys):
     _edit_run_json(copy, lambda info: info["spec"]["task"].update(k=5))
-    before = _snapshot(copy)
+    before = snapshot(copy)
     fragment = "its spec does not match the hash it was written with (edited by hand?)"
     _refused(capsys, ["show", str(copy)], "run.json", fragment)
     _refused(capsys, ["show", str(copy), "--json"], "run.json", fragment)
@@ -153,7 +137,7 @@ def test_an_edited_spec_is_refused_by_show_ls_and_resume(copy, capsys):
     assert "unreadable" in out and "run.json" in out and "bz_to_a" not in out  # never a row with K = 5, D = 1500
     with pytest.raises(InterpError, match=r"run\.json: its spec does not match"):
         Run.open(copy)
-    assert _snapshot(copy) == before
+    assert snapshot(copy) == before
 
 
 def test_an_edited_old_run_json_blames_the_edit_or_the_generator(copy, capsys):
@@ -161,9 +145,9 @@ def test_an_edited_old_run_json_blames_the_edit_or_the_generator(copy, capsys):
     _edit_run_json(copy, lambda info: (info.pop("spec_sha256"), info["spec"]["task"].update(n_bases=25)))
     with pytest.raises(InterpError, match=r"run.json's task/seed was edited, or the task generator changed"):
         Run.open(copy).task
-    before = _snapshot(copy)
+    before = snapshot(copy)
     _refused(capsys, _resume(copy), "task/seed was edited")
-    assert _snapshot(copy) == before  # refused before run.json was rewritten
+    assert snapshot(copy) == before  # refused before run.json was rewritten
 
 
 def test_the_demo_carries_its_spec_hash():
@@ -172,12 +156,6 @@ def test_the_demo_carries_its_spec_hash():
 
 
 # ---------------------------------------------------------------------------- 3, 4: everything checked before any write
-def _garbage_line(folder: Path) -> None:
-    lines = (folder / METRICS_FILE).read_text().splitlines(keepends=True)
-    lines[2] = "{garbage\n"
-    (folder / METRICS_FILE).write_text("".join(lines))
-
-
 def _unlist_step_30(folder: Path) -> None:
     manifest = json.loads((folder / MANIFEST_FILE).read_text())
     del manifest["checkpoints"]["30"]
@@ -190,7 +168,7 @@ def _only_up_to_step_20(folder: Path) -> None:
 
 
 @pytest.mark.parametrize("damage,fragments", [
-    (_garbage_line, ["metrics.jsonl line 3 is not valid JSON"]),
+    (lambda f: garbage_line(f / METRICS_FILE, 3), ["metrics.jsonl line 3 is not valid JSON"]),
     (lambda f: (f / RESUME_FILE).unlink(), ["resume.safetensors is missing", "checkpoints up to step 30"]),
     (lambda f: (f / METRICS_FILE).unlink(), ["metrics.jsonl is missing", "checkpoints up to step 30"]),
     (_only_up_to_step_20, ["metrics.jsonl has no row for step 30"]),
@@ -203,16 +181,16 @@ def _only_up_to_step_20(folder: Path) -> None:
         "checkpoint-damaged", "manifest-damaged", "step-unlisted"])
 def test_a_refused_resume_writes_nothing(copy, capsys, damage, fragments):
     damage(copy)
-    before = _snapshot(copy)
+    before = snapshot(copy)
     _refused(capsys, _resume(copy, 50), *fragments)
-    assert _snapshot(copy) == before  # run.json still says 30 steps, status.json still "done"
+    assert snapshot(copy) == before  # run.json still says 30 steps, status.json still "done"
     assert json.loads((copy / RUN_FILE).read_text())["spec"]["train"]["steps"] == 30
 
 
 @pytest.mark.parametrize("keep_step_0", [False, True], ids=["no-checkpoint", "killed-before-the-first-resume-state"])
 def test_a_run_with_nothing_past_step_0_starts_from_zero(tmp_path, keep_step_0):
     out = tmp_path / "fresh"
-    assert main(["train", "--out", str(out), "--steps", "10", *FLAGS]) == 0
+    assert main(["train", "--out", str(out), "--steps", "10", *TINY_FLAGS]) == 0
     reference = Run.open(out).checkpoint_hashes()
     manifest = json.loads((out / MANIFEST_FILE).read_text())
     kept = {"0": manifest["checkpoints"]["0"]} if keep_step_0 else {}
@@ -258,7 +236,7 @@ def test_ctrl_c_before_the_first_checkpoint_leaves_no_folder(tmp_path, monkeypat
 
     monkeypatch.setattr(train_module, "build_model", interrupted)  # after Run.create, before step 0
     out = tmp_path / "x"
-    assert _main(["train", "--out", str(out), "--steps", "30", *FLAGS]) == 130
+    assert _main(["train", "--out", str(out), "--steps", "30", *TINY_FLAGS]) == 130
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err
     assert not out.exists()
@@ -272,7 +250,7 @@ def test_ctrl_c_while_the_task_is_built_leaves_no_folder(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(Task, "generate", interrupted)
     out = tmp_path / "x"
-    assert _main(["train", "--out", str(out), "--steps", "30", *FLAGS]) == 130
+    assert _main(["train", "--out", str(out), "--steps", "30", *TINY_FLAGS]) == 130
     assert capsys.readouterr().err.strip() == "interrupted"
     assert not out.exists()
 
@@ -299,7 +277,7 @@ def test_ctrl_c_inside_a_finalizer_is_not_lost(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(train_module, "build_model", build_model)
     out = tmp_path / "x"
-    assert _main(["train", "--out", str(out), "--steps", "30", *FLAGS]) == 130
+    assert _main(["train", "--out", str(out), "--steps", "30", *TINY_FLAGS]) == 130
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == "interrupted" and "Exception ignored" not in err, err
     assert not out.exists()
@@ -319,7 +297,7 @@ def test_ctrl_c_after_a_checkpoint_keeps_the_run_to_resume(tmp_path, monkeypatch
 
     monkeypatch.setattr(train_module, "summarize", summarize)
     out = tmp_path / "x"
-    assert main(["train", "--out", str(out), "--steps", "30", *FLAGS]) == 130
+    assert main(["train", "--out", str(out), "--steps", "30", *TINY_FLAGS]) == 130
     assert "continue with: interp train --resume" in capsys.readouterr().err
     assert Run.open(out).steps == [0, 1] and Run.open(out).status["state"] == "interrupted"
     monkeypatch.setattr(train_module, "summarize", real)
@@ -365,10 +343,8 @@ def test_a_real_sigint_during_startup_is_one_line(tmp_path, module):
     site.mkdir()
     (site / "sitecustomize.py").write_text(SIGINT_AT.format(module=module))
     out = tmp_path / "x"
-    env = {**os.environ, "PYTHONWARNINGS": "ignore",
-           "PYTHONPATH": os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([sys.executable, "-m", "interp.cli", "train", "--out", str(out), "--steps", "30",
-                             *FLAGS], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    result = interp_cli("train", "--out", out, "--steps", "30", *TINY_FLAGS, cwd=REPO, env=env)
     assert result.returncode == 130, result.stderr[-3000:]
     assert result.stderr.strip() == "interrupted", result.stderr[-3000:]
     assert not out.exists()
@@ -377,7 +353,7 @@ def test_a_real_sigint_during_startup_is_one_line(tmp_path, module):
 # ---------------------------------------------------------------------------- 7: NaN evaluations
 def test_an_all_nan_evaluation_stops_training(tmp_path, capsys):
     out = tmp_path / "x"
-    _refused(capsys, ["train", "--out", str(out), "--init-std", "1e30", "--steps", "20", *FLAGS],
+    _refused(capsys, ["train", "--out", str(out), "--init-std", "1e30", "--steps", "20", *TINY_FLAGS],
              "evaluation loss became nan at step 0")
     assert not out.exists()  # nothing was saved, so nothing is left
 
@@ -399,7 +375,7 @@ def test_nan_evaluations_after_checkpoints_fail_the_run_and_keep_them(tmp_path, 
 
     monkeypatch.setattr(train_module, "summarize", summarize)
     out = tmp_path / "x"
-    assert main(["train", "--out", str(out), "--steps", "20", *FLAGS]) == 2
+    assert main(["train", "--out", str(out), "--steps", "20", *TINY_FLAGS]) == 2
     assert "evaluation loss became nan at step 4" in capsys.readouterr().err
     run = Run.open(out)
     assert run.steps == [0, 1, 2] and run.status["state"] == "failed" and "step 4" in run.status["error"]
@@ -416,7 +392,7 @@ def test_nan_evaluations_after_checkpoints_fail_the_run_and_keep_them(tmp_path, 
 ])
 def test_negative_numbers_reach_the_real_check(tmp_path, capsys, flag, value, fragment):
     out = tmp_path / "x"
-    _refused(capsys, ["train", "--out", str(out), *FLAGS, flag, value], fragment)
+    _refused(capsys, ["train", "--out", str(out), *TINY_FLAGS, flag, value], fragment)
     assert not out.exists()
 
 

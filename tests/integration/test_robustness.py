@@ -6,7 +6,6 @@ leaves what is saved intact and never gives a silently wrong or stale result.
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,18 +19,9 @@ from interp.cli import main
 from interp.errors import InterpError
 from interp.runs import METRICS_FILE, RESUME_FILE, RUN_FILE, Run
 from interp.train import train
-from tests.helpers import small_spec
+from tests.helpers import TINY_FLAGS, copy_run, interp_cli, small_spec, snapshot
 
-FLAGS = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8",
-         "--d-mlp", "32", "--eval-every", "5", "--eval-size", "16", "--checkpoint-every", "10",
-         "--batch-size", "8", "--quiet"]
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _interp(*args, cwd=None, timeout=300, env=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "interp.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout)
 
 
 def _one_line(result: subprocess.CompletedProcess, fragment: str) -> None:
@@ -42,23 +32,14 @@ def _one_line(result: subprocess.CompletedProcess, fragment: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
+def base(tiny_run) -> Path:
     """A short run: 30 steps, checkpoints at 0, 1, 2, 4, 8, 10, 20, 30."""
-    out = tmp_path_factory.mktemp("robust") / "base"
-    assert main(["train", "--out", str(out), "--steps", "30", *FLAGS]) == 0
-    return out
+    return tiny_run()
 
 
 @pytest.fixture
 def copy(base, tmp_path) -> Path:
-    target = tmp_path / "r"
-    shutil.copytree(base, target)
-    return target
-
-
-def _snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
-            and p.name != ".lock"}
+    return copy_run(base, tmp_path / "r")
 
 
 # ---------------------------------------------------------------------------- the resume state
@@ -68,20 +49,20 @@ def test_a_damaged_resume_state_is_refused_not_resumed(copy, capsys):
     middle = len(data) // 2
     data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
     victim.write_bytes(bytes(data))
-    before = _snapshot(copy)
+    before = snapshot(copy)
     assert main(["train", "--resume", "--out", str(copy), "--steps", "40", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "resume.safetensors is corrupt" in err
-    assert _snapshot(copy) == before  # run.json still says 30 steps; nothing was written
+    assert snapshot(copy) == before  # run.json still says 30 steps; nothing was written
 
 
 def test_a_truncated_resume_state_leaves_run_json_alone(copy, capsys):
     victim = copy / RESUME_FILE
     victim.write_bytes(victim.read_bytes()[:1000])
-    before = _snapshot(copy)
+    before = snapshot(copy)
     assert main(["train", "--resume", "--out", str(copy), "--steps", "40", "--quiet"]) == 2
     assert "resume.safetensors" in capsys.readouterr().err
-    assert _snapshot(copy) == before
+    assert snapshot(copy) == before
     assert Run.open(copy).spec.train.steps == 30
 
 
@@ -97,10 +78,10 @@ def test_resume_drops_a_torn_metrics_line(copy, base, capsys):
 
 
 def test_resume_cannot_go_back(copy, capsys):
-    before = _snapshot(copy)
+    before = snapshot(copy)
     assert main(["train", "--resume", "--out", str(copy), "--steps", "20", "--quiet"]) == 2
     assert "already reached" in capsys.readouterr().err
-    assert _snapshot(copy) == before
+    assert snapshot(copy) == before
 
 
 def test_resume_refuses_a_preset_and_needs_out(copy, capsys):
@@ -118,7 +99,7 @@ def test_resume_refuses_a_preset_and_needs_out(copy, capsys):
     ("--grad-clip", "inf", "grad_clip must be a finite number"),
 ])
 def test_infinite_settings_are_refused(tmp_path, flag, value, fragment):
-    result = _interp("train", "--out", tmp_path / "r", *FLAGS, "--steps", "3", flag, value)
+    result = interp_cli("train", "--out", tmp_path / "r", *TINY_FLAGS, "--steps", "3", flag, value)
     _one_line(result, fragment)
     assert not (tmp_path / "r").exists()
 
@@ -143,10 +124,10 @@ def test_a_diverging_run_stops_at_the_nan_and_names_the_step(tmp_path):
 def test_impossible_training_is_one_line_and_leaves_no_folder(tmp_path, args, fragment):
     out = tmp_path / "r"
     # with the GPUs hidden, so that "no CUDA GPU" is what a CPU-only machine sees, here too
-    _one_line(_interp("train", "--out", out, *FLAGS, "--steps", "3", *args, env={"CUDA_VISIBLE_DEVICES": ""}),
+    _one_line(interp_cli("train", "--out", out, *TINY_FLAGS, "--steps", "3", *args, env={"CUDA_VISIBLE_DEVICES": ""}),
               fragment)
     assert not out.exists()
-    assert main(["train", "--out", str(out), *FLAGS, "--steps", "3"]) == 0  # the corrected command works
+    assert main(["train", "--out", str(out), *TINY_FLAGS, "--steps", "3"]) == 0  # the corrected command works
 
 
 def test_a_failure_after_the_folder_was_made_cleans_it_up(tmp_path, monkeypatch, capsys):
@@ -157,7 +138,7 @@ def test_a_failure_after_the_folder_was_made_cleans_it_up(tmp_path, monkeypatch,
 
     monkeypatch.setattr(train_module, "build_model", no_memory)
     out = tmp_path / "r"
-    assert main(["train", "--out", str(out), *FLAGS, "--steps", "3"]) == 2
+    assert main(["train", "--out", str(out), *TINY_FLAGS, "--steps", "3"]) == 2
     assert "not enough memory" in capsys.readouterr().err
     assert not out.exists()
 
@@ -169,7 +150,7 @@ def test_a_failure_after_the_folder_was_made_cleans_it_up(tmp_path, monkeypatch,
 ])
 def test_bad_run_folders(tmp_path, out, fragment):
     (tmp_path / "afile").write_text("x")
-    _one_line(_interp("train", "--out", out, *FLAGS, "--steps", "3", cwd=tmp_path), fragment)
+    _one_line(interp_cli("train", "--out", out, *TINY_FLAGS, "--steps", "3", cwd=tmp_path), fragment)
     assert not (tmp_path / "checkpoints").exists()  # --out "" never falls back to the default
 
 
@@ -185,8 +166,8 @@ def test_a_damaged_run_json_is_one_line(copy, content, fragment):
         info["spec"]["task"]["k"] = "ten"
         content = json.dumps(info).encode()
     (copy / RUN_FILE).write_bytes(content)
-    _one_line(_interp("show", copy), fragment)
-    assert "run.json" in _interp("show", copy).stderr
+    _one_line(interp_cli("show", copy), fragment)
+    assert "run.json" in interp_cli("show", copy).stderr
 
 
 def test_a_manifest_without_a_hash_and_a_missing_manifest_are_named(copy):
@@ -198,7 +179,7 @@ def test_a_manifest_without_a_hash_and_a_missing_manifest_are_named(copy):
     (copy / "manifest.json").unlink()
     with pytest.raises(InterpError, match=r"manifest.json is missing"):
         Run.open(copy).steps
-    _one_line(_interp("show", copy), "manifest.json is missing")
+    _one_line(interp_cli("show", copy), "manifest.json is missing")
 
 
 @pytest.mark.slow
@@ -210,7 +191,7 @@ def test_one_bad_checkpoint_spares_the_other_steps(copy, capsys):
     assert status == 1
     assert "step 10" in err.err and "step_0000010.safetensors is corrupt" in err.err
     assert "step 4" in err.err and "missing file" in err.err
-    result_steps = json.loads(_interp("analyze", copy, "--only", "sensitivity", "--json").stdout)
+    result_steps = json.loads(interp_cli("analyze", copy, "--only", "sensitivity", "--json").stdout)
     steps = {row["step"] for row in result_steps["tables"]["sensitivity"]}
     assert steps == set(Run.open(copy).steps) - {4, 10}
 
@@ -226,16 +207,16 @@ def test_output_paths_are_checked_before_any_work(copy, tmp_path, command, targe
     (tmp_path / "adir").mkdir()
     (tmp_path / "afile").write_text("x")
     started = time.perf_counter()
-    _one_line(_interp(command, copy, "-o", target, cwd=tmp_path), fragment)
+    _one_line(interp_cli(command, copy, "-o", target, cwd=tmp_path), fragment)
     assert time.perf_counter() - started < 60  # refused up front, not after the analysis
     assert not (copy / "cache").exists()
 
 
 @pytest.mark.slow
 def test_bad_options_of_analyze(copy):
-    _one_line(_interp("analyze", copy, "--n-groups", "0"), "must be a positive integer")
-    assert _interp("analyze", copy, "--only", "sensitivity", "--quiet").returncode == 0  # the cache answers now
-    _one_line(_interp("analyze", copy, "--only", "sensitivity", "--device", "bogus"), "unknown device 'bogus'")
+    _one_line(interp_cli("analyze", copy, "--n-groups", "0"), "must be a positive integer")
+    assert interp_cli("analyze", copy, "--only", "sensitivity", "--quiet").returncode == 0  # the cache answers now
+    _one_line(interp_cli("analyze", copy, "--only", "sensitivity", "--device", "bogus"), "unknown device 'bogus'")
 
 
 # ---------------------------------------------------------------------------- files and processes
@@ -243,7 +224,7 @@ def test_bad_options_of_analyze(copy):
 def test_identical_weights_give_identical_files(tmp_path):
     outs = [tmp_path / "a", tmp_path / "b"]
     for out in outs:  # two processes: nothing in one process's state can make them agree
-        assert _interp("train", "--out", out, *FLAGS, "--steps", "10").returncode == 0
+        assert interp_cli("train", "--out", out, *TINY_FLAGS, "--steps", "10").returncode == 0
     a, b = (Run.open(o) for o in outs)
     assert a.checkpoint_hashes() == b.checkpoint_hashes()
     for step in a.steps:
@@ -256,7 +237,7 @@ def test_identical_weights_give_identical_files(tmp_path):
 @pytest.mark.slow
 def test_one_writer_per_run_and_kill_9_leaves_no_stale_lock(tmp_path):
     out = tmp_path / "r"
-    long_flags = [*FLAGS, "--steps", "100000", "--eval-every", "50", "--checkpoint-every", "50"]
+    long_flags = [*TINY_FLAGS, "--steps", "100000", "--eval-every", "50", "--checkpoint-every", "50"]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     first = subprocess.Popen([sys.executable, "-m", "interp.cli", "train", "--out", str(out), *long_flags],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
@@ -265,15 +246,15 @@ def test_one_writer_per_run_and_kill_9_leaves_no_stale_lock(tmp_path):
         while time.time() < deadline and not (out / "checkpoints" / "step_0000050.safetensors").exists():
             time.sleep(0.2)
         assert (out / "checkpoints" / "step_0000050.safetensors").exists(), "the first writer never got going"
-        second = _interp("train", "--resume", "--out", out, "--quiet")
+        second = interp_cli("train", "--resume", "--out", out, "--quiet")
         _one_line(second, f"pid {first.pid}")
         assert "being written by another process" in second.stderr
-        shown = _interp("show", out)  # readers are never blocked
+        shown = interp_cli("show", out)  # readers are never blocked
         assert shown.returncode == 0 and "checkpoints" in shown.stdout
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
-    resumed = _interp("train", "--resume", "--out", out, "--steps", str(Run.open(out).steps[-1] + 20), "--quiet")
+    resumed = interp_cli("train", "--resume", "--out", out, "--steps", str(Run.open(out).steps[-1] + 20), "--quiet")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert Run.open(out).status["state"] == "done"
 

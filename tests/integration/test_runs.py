@@ -9,11 +9,7 @@ from interp.errors import InterpError
 from interp.runs import METRICS_FILE, RESUME_FILE, Run
 from interp.train import scheduled_checkpoint, train
 from interp.transition import tau
-from tests.helpers import small_spec
-
-
-def _params(model) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
+from tests.helpers import cloned_params, small_spec
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +28,7 @@ def test_round_trip_is_bit_exact(tmp_path):
     model = build_model(spec.model, run.task.layout.length, VOCAB_SIZE, seed=11)
     run.save_checkpoint(7, model)
     loaded = run.model(7)
-    a, b = _params(model), _params(loaded)
+    a, b = cloned_params(model), cloned_params(loaded)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert not loaded.training
     assert type(loaded).__name__ == "HookedTransformer"
@@ -58,7 +54,7 @@ def test_resumed_run_equals_uninterrupted(tmp_path, trained):
     assert run.steps[-1] == 20 and run.metrics["step"].max() == 30
     resumed = Run.open(run.path)
     train(resumed, progress=False)
-    a, b = _params(trained.model(40)), _params(resumed.model(40))
+    a, b = cloned_params(trained.model(40)), cloned_params(resumed.model(40))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert trained.steps == resumed.steps
     cols = [c for c in trained.metrics if c != "seconds"]

@@ -7,11 +7,7 @@ from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import VOCAB_SIZE
 from interp.train import train
-from tests.helpers import small_spec
-
-
-def _params(model) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
+from tests.helpers import cloned_params, small_spec
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -20,10 +16,10 @@ def _same(a: dict, b: dict) -> bool:
 
 def test_same_seed_same_initial_weights_and_other_seeds_differ():
     spec = small_spec().model
-    a = _params(build_model(spec, 16, VOCAB_SIZE, seed=5))
+    a = cloned_params(build_model(spec, 16, VOCAB_SIZE, seed=5))
     torch.manual_seed(123)  # the global RNG must not matter
-    b = _params(build_model(spec, 16, VOCAB_SIZE, seed=5))
-    c = _params(build_model(spec, 16, VOCAB_SIZE, seed=6))
+    b = cloned_params(build_model(spec, 16, VOCAB_SIZE, seed=5))
+    c = cloned_params(build_model(spec, 16, VOCAB_SIZE, seed=6))
     assert _same(a, b)
     weights = [k for k in a if k.rsplit(".", 1)[-1].startswith("W_")]
     assert weights and all(not torch.equal(a[k], c[k]) for k in weights)

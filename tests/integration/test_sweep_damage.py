@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -19,9 +18,10 @@ import pytest
 from interp.cli import main
 from interp.errors import InterpError
 from interp.runs import Run
-from interp.sweeps import executors
+from interp.collections import executors, training
 from interp.sweeps.family import sweep_fits
 from interp.sweeps.sweep import Sweep, SweepSpec
+from tests.helpers import copy_run, garbage_line, interp_cli, snapshot
 
 SMALL = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8", "--d-mlp", "32",
          "--eval-every", "5", "--eval-size", "16", "--checkpoint-every", "10", "--batch-size", "8",
@@ -39,14 +39,7 @@ def trained(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def sweep_copy(trained, tmp_path) -> Path:
-    out = tmp_path / "sweep"
-    shutil.copytree(trained, out)
-    return out
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != ".lock"}
+    return copy_run(trained, tmp_path / "sweep")
 
 
 def _rows(capsys, folder: Path) -> tuple[int, dict[str, dict]]:
@@ -61,7 +54,7 @@ def test_an_edited_sweep_json_is_not_believed(sweep_copy, capsys):
     blob = json.loads((sweep_copy / "sweep.json").read_text())
     blob["base"]["train"]["lr"] = edited
     (sweep_copy / "sweep.json").write_text(json.dumps(blob))
-    before = _files(sweep_copy)
+    before = snapshot(sweep_copy)
     code, rows = _rows(capsys, sweep_copy)
     assert code == 1
     for name in (S0, S1):  # damaged, naming the file and the field; the row says what run.json says
@@ -70,31 +63,25 @@ def test_an_edited_sweep_json_is_not_believed(sweep_copy, capsys):
     assert main(["sweep", str(sweep_copy), "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "train.lr" in err and "2 of 2 runs done" not in err and "0 of 2 runs done" in err
-    assert _files(sweep_copy) == before  # nothing trained, nothing written
+    assert snapshot(sweep_copy) == before  # nothing trained, nothing written
     # train_point itself refuses the point, naming the field
-    result = executors.train_point(str(sweep_copy / S0), Sweep.open(sweep_copy).points()[0][1].to_dict())
+    result = training.train_point(str(sweep_copy / S0), {"spec": Sweep.open(sweep_copy).points()[0][1].to_dict()})
     assert result["state"] == "damaged" and "train.lr" in result["error"]
 
 
 # ---------------------------------------------------------------------------- 2: one damaged run
-def _garbage_line(path: Path) -> None:
-    lines = path.read_text().splitlines(keepends=True)
-    lines[2] = "{garbage\n"
-    path.write_text("".join(lines))
-
-
 DAMAGE = {
     "run.json": lambda run: (run / "run.json").write_bytes(b"{garbage"),
     "status.json": lambda run: (run / "status.json").write_bytes(b"\x00\x01garbage"),
     "manifest.json": lambda run: (run / "manifest.json").write_text('{"format": 1, "checkpoints": {"0": {}}}'),
-    "metrics.jsonl": lambda run: _garbage_line(run / "metrics.jsonl"),
+    "metrics.jsonl": lambda run: garbage_line(run / "metrics.jsonl", 3),
 }
 
 
 @pytest.mark.parametrize("file", DAMAGE)
 def test_one_damaged_run_is_a_row_and_the_others_go_on(sweep_copy, file, capsys, tmp_path):
     DAMAGE[file](sweep_copy / S0)
-    damaged = _files(sweep_copy / S0)
+    damaged = snapshot(sweep_copy / S0)
     code, rows = _rows(capsys, sweep_copy)
     assert code == 1
     assert rows[S0]["status"] == "damaged" and f"{S0}/{file}" in rows[S0]["error"]
@@ -120,7 +107,7 @@ def test_one_damaged_run_is_a_row_and_the_others_go_on(sweep_copy, file, capsys,
     err = capsys.readouterr().err
     assert f"run damaged, skipped: {S0}" in err and "2 of 3 runs done, 0 failed, 1 damaged" in err
     assert (Run.open(sweep_copy / S2).status or {}).get("state") == "done"
-    assert _files(sweep_copy / S0) == damaged
+    assert snapshot(sweep_copy / S0) == damaged
 
 
 def test_a_folder_without_run_json_is_damaged_not_started_again(sweep_copy, capsys):
@@ -136,8 +123,8 @@ def test_the_summary_adds_up_when_the_executor_fails_runs(sweep_copy, capsys, mo
     counted failed: never "0 of 3 done, 0 failed"."""
     def dead_pool(jobs, on_result=None, **kwargs):
         outcome = executors.Outcome()
-        for folder, _ in jobs:
-            outcome.results.append(executors.result_of(Path(folder).name, "failed", "the worker process died"))
+        for job in jobs:
+            outcome.results.append(executors.result_of(job.name, "failed", "the worker process died"))
             on_result(outcome.results[-1])
         return outcome
 
@@ -201,8 +188,7 @@ def test_concurrent_creation_and_extension_keep_every_value(tmp_path):
 ])
 def test_a_refused_command_line_writes_nothing(tmp_path, flags, says):
     out = tmp_path / "s"
-    result = subprocess.run([sys.executable, "-m", "interp.cli", "sweep", "--out", str(out), "--steps", "30",
-                             *SMALL, *flags], capture_output=True, text=True, env=ENV, timeout=120)
+    result = interp_cli("sweep", "--out", out, "--steps", "30", *SMALL, *flags, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and says in result.stderr
     assert not out.exists()
@@ -215,5 +201,5 @@ def test_train_sweep_refuses_bad_executor_settings_first(tmp_path, options):
 
     sweep = Sweep.create(tmp_path / "s", SweepSpec(base=preset("tiny")))
     with pytest.raises(InterpError):
-        executors.train_sweep(sweep, progress=False, **options)
+        training.train_points(sweep, progress=False, **options)
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [".lock", "sweep.json"]

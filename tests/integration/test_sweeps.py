@@ -17,17 +17,11 @@ from interp.errors import InterpError
 from interp.presets import preset
 from interp.runs import Run
 from interp.sweeps.sweep import Sweep, SweepSpec, parse_axis
-from tests.helpers import small_spec
+from tests.helpers import copy_run, interp_cli, small_spec
 
 SMALL = ["--preset", "tiny", "--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8",
          "--d-mlp", "32", "--eval-every", "10", "--eval-size", "16", "--checkpoint-every", "10", "--batch-size", "8",
          "--stop-after-snap", "none", "--threads-per-run", "1", "--quiet"]
-
-
-def _interp(*args, timeout=600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "interp.cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout)
 
 
 def _weights(sweep_dir: Path) -> dict[str, dict[str, torch.Tensor]]:
@@ -97,10 +91,7 @@ def test_the_ray_backend_gives_the_same_table_and_weights(sequential, tmp_path):
 
 
 def test_running_again_trains_nothing_and_extending_trains_only_new_points(sequential, tmp_path):
-    import shutil
-
-    out = tmp_path / "again"
-    shutil.copytree(sequential, out)
+    out = copy_run(sequential, tmp_path / "again")
     files = {p: p.stat().st_mtime_ns for p in out.rglob("*.safetensors")}
     assert main(["sweep", str(out), "--quiet", "--threads-per-run", "1"]) == 0
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*.safetensors")} == files  # nothing retrained
@@ -138,7 +129,7 @@ def test_kill_9_of_the_sweep_then_again_finishes_without_retraining(sequential, 
     stamps = {n: {p: p.stat().st_mtime_ns for p in (out / n).rglob("*.safetensors") if p.parent.name == "checkpoints"}
               for n in done_before}
     time.sleep(1.0)  # the killed workers die with their parent (and release their run locks)
-    again = _interp(*args)
+    again = interp_cli(*args, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     for name in done_before:  # no finished run was trained again
         assert {p: p.stat().st_mtime_ns for p in stamps[name]} == stamps[name]
@@ -171,7 +162,7 @@ def test_a_failed_run_is_recorded_and_the_others_go_on(tmp_path, capsys):
 ])
 def test_bad_sweep_specs_are_one_line(tmp_path, args, fragment):
     out = tmp_path / "bad"
-    result = _interp("sweep", "--preset", "tiny", "--out", out, "--quiet", *args)
+    result = interp_cli("sweep", "--preset", "tiny", "--out", out, "--quiet", *args, timeout=600)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr and fragment in lines[0], result.stderr
@@ -209,7 +200,7 @@ def test_ls_lists_sweeps_beside_runs(sequential, capsys):
 
 
 def test_without_ray_the_error_says_how_to_install_it(tmp_path, monkeypatch):
-    from interp.sweeps import executors
+    from interp.collections import executors
     from tests.helpers import hide_module
 
     hide_module(monkeypatch, "ray")

@@ -25,7 +25,7 @@ from interp.runs import RESUME_FILE, Run
 from interp.seeding import torch_generator
 from interp.task import VOCAB_SIZE
 from interp.train import resumed_dissipation, train
-from tests.helpers import small_spec
+from tests.helpers import copy_run, small_spec
 
 MODULES = {"embed", "pos_embed", "L0.attn", "L0.mlp", "L0.ln", "L1.attn", "L1.mlp", "L1.ln", "ln_final", "unembed",
            "all"}
@@ -142,8 +142,6 @@ def test_resume_continues_q_exactly(kept, resumed):
 
 def test_an_older_resume_state_takes_q_from_the_metrics_log_or_nan(kept, tmp_path):
     import json
-    import shutil
-
     rows = _rows(kept)
     older = SimpleNamespace(step=20, extra={"wall_seconds": 1.0})  # no "dissipation": an older interp's
     assert resumed_dissipation(kept, older) == rows[20]["dissipation"]
@@ -151,7 +149,7 @@ def test_an_older_resume_state_takes_q_from_the_metrics_log_or_nan(kept, tmp_pat
     assert math.isnan(resumed_dissipation(kept, SimpleNamespace(step=20, extra={"dissipation": None})))
     # a run trained before the column existed
     older_run = tmp_path / "older"
-    shutil.copytree(kept.path, older_run, ignore=shutil.ignore_patterns(".lock"))
+    copy_run(kept.path, older_run)
     lines = [json.loads(line) for line in (older_run / "metrics.jsonl").read_text().splitlines()]
     (older_run / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "dissipation"}) + "\n"
                                                      for r in lines))

@@ -2,7 +2,7 @@
 
 import torch
 
-from interp.forks.adamw import explicit_step, shadow_params
+from interp.optimizer import explicit_step, shadow_params
 
 
 def _problem(seed: int):

@@ -13,8 +13,7 @@ from interp.presets import preset
 from interp.runs import Run
 from interp.timelines import timeline
 from interp.transition import rise_onset, tau
-from tests.helpers import DEMO
-from tests.helpers import assert_plateau_then_snap
+from tests.helpers import DEMO, assert_plateau_then_snap, copy_run
 
 # the documented command: interp train --preset tiny --out checkpoints/demo --checkpoint-dtype float16
 #   --checkpoint-every 100 --no-early-checkpoints --no-densify --dense-until 350 --save-optimizer
@@ -51,7 +50,7 @@ def test_the_demo_keeps_one_state_at_tau_half_so_its_forks_replay_nothing(demo):
     """Replaying the demo from step 0 reproduces its checkpoints only on a CPU whose float rounding
     matches the one that trained it, so the state forks start from (tau/2) is shipped."""
     from interp.forks.fork import resolve_at
-    from interp.forks.state import state_at
+    from interp.replay import state_at
     from interp.run_states import kept_steps
 
     assert kept_steps(demo) == [resolve_at(demo, "tau/2")] == [500]
@@ -95,11 +94,7 @@ def test_zero_ablating_the_routing_head_after_the_snap_costs_more_than_half_log_
 
 @pytest.fixture(scope="module")
 def tl(demo, tmp_path_factory):
-    import shutil
-
-    copy = tmp_path_factory.mktemp("demo") / "demo"
-    shutil.copytree(DEMO, copy, ignore=shutil.ignore_patterns("cache"))
-    return timeline(Run.open(copy))
+    return timeline(Run.open(copy_run(DEMO, tmp_path_factory.mktemp("demo") / "demo")))
 
 
 def test_the_routing_head_carries_z_before_z_is_used(tl):

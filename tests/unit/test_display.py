@@ -4,7 +4,6 @@ plotly.js embedded once and never fetched, and showing a run or a sweep without 
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,7 +20,7 @@ from interp.runs import Run
 from interp.sweeps.family import sweep_fits
 from interp.sweeps.fits import power_law
 from interp.sweeps.sweep import Sweep
-from tests.helpers import DEMO
+from tests.helpers import DEMO, copy_run
 from tests.synthetic_sweeps import power_law_sweep, sweep_folders
 
 SCRIPT_SRC = re.compile(r"<script[^>]*\bsrc\s*=", re.I)
@@ -34,7 +33,7 @@ def fresh_embed(monkeypatch):
 
 
 def test_a_run_card_says_spec_steps_plateau_tau_and_status(tmp_path):
-    run = Run.open(shutil.copytree(DEMO, tmp_path / "demo"))
+    run = Run.open(copy_run(DEMO, tmp_path / "demo"))
     page = run._repr_html_()
     for text in ("K=10", "n_bases=300", "29 checkpoints", "tau_half = 925", "Lc / log K", "done after"):
         assert text in page, text
@@ -44,7 +43,7 @@ def test_a_run_card_says_spec_steps_plateau_tau_and_status(tmp_path):
 
 
 def test_the_run_card_reads_the_routing_head_from_the_cache(tmp_path):
-    run = Run.open(shutil.copytree(DEMO, tmp_path / "demo"))
+    run = Run.open(copy_run(DEMO, tmp_path / "demo"))
     entry = registry.REGISTRY["sensitivity"]
     rows = [{"step": 1650, "layer": 0, "head": h, "head_name": f"L0H{h}", "z_share": share, "attn_to_z": 0.5}
             for h, share in enumerate([0.1, 0.7, 0.2, 0.05])]
@@ -119,3 +118,20 @@ def test_outside_a_kernel_plotly_settings_are_left_alone(monkeypatch):
     monkeypatch.setattr(pio.renderers, "default", "json")
     inline.install()
     assert pio.renderers.default == "json" and "interp" in pio.renderers
+
+
+def test_every_object_finds_its_display_by_type():
+    # displays are registered under "module:Class" names (interp.presentable), so that registering imports none
+    # of the classes: a renamed or moved class must not lose its card or its short repr
+    import importlib
+
+    from interp import presentable
+    from interp.sweeps import circuit_fits, conditions, fits, forks  # noqa: F401 - the Presentable results
+
+    for kind in (presentable.HTML, presentable.REPR):
+        for name in presentable.registered(kind):
+            module, cls = name.split(":")
+            assert isinstance(getattr(importlib.import_module(module), cls), type), name
+    for cls in presentable.Presentable.__subclasses__():
+        for kind in (presentable.HTML, presentable.REPR):
+            assert presentable.renderer(object.__new__(cls), kind), (cls, kind)

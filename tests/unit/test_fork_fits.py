@@ -195,9 +195,11 @@ def test_to_dict_is_json_and_exported_from_scaling():
 
 def test_figure_has_one_trace_per_arm():
     pytest.importorskip("plotly")
+    from interp.plots.forks import fork_escapes
+
     t = basic()
     t = pd.concat([t, fork_table({(6000, "minibatch", ""): MINI, (6000, "full_batch", ""): FULL})], ignore_index=True)
-    fig = quiet(t).figure()
+    fig = fork_escapes(quiet(t))
     names = [tr.name for tr in fig.data]
     assert names == ["minibatch (reference)", "full_batch", "lr:c=0.5"]
     assert fig.layout.yaxis.type == "log"

@@ -25,15 +25,11 @@ from interp.model import ModelSpec, build_model
 from interp.runs import Run
 from interp.spec import VOCAB_SIZE
 from interp.task import Task, TaskSpec
-from tests.helpers import small_spec
+from tests.helpers import random_model, small_spec
 
 SMALL = ModelSpec(n_layers=2, n_heads=2, d_model=32, d_head=16, d_mlp=64)
 B = 8  # the minibatch size of these tests
 SEED = 5
-
-
-def small_model(task: Task, seed: int = 1):
-    return build_model(SMALL, task.layout.length, VOCAB_SIZE, seed=seed).eval()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +39,7 @@ def task() -> Task:
 
 @pytest.fixture(scope="module")
 def model(task):
-    return small_model(task)
+    return random_model(task, SMALL, seed=1)
 
 
 def flat(grads) -> torch.Tensor:
@@ -331,7 +327,7 @@ def test_selector_snr_follows_selectors_shared_by_supergroups(model):
 
 def test_a_task_without_selector_has_nan_selector_snr():
     plain = Task.generate(TaskSpec(k=4, n_bases=12, direction="b_to_a"), seed=3)
-    row = gradients.measure(small_model(plain), plain, batch_size=B, seed=SEED, n_examples=8, n_batches=2,
+    row = gradients.measure(random_model(plain, SMALL, seed=1), plain, batch_size=B, seed=SEED, n_examples=8, n_batches=2,
                             n_random=1)
     assert math.isnan(row["selector_snr"]) and math.isnan(row["selector_snr_sqrt_n"])
     assert row["grad_norm"] > 0 and row["noise_var_random"] > 0

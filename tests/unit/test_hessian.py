@@ -6,27 +6,25 @@ import pytest
 import torch
 from torch.func import functional_call, grad, jvp
 
-from interp.analysis import hessian, lanczos, params, registry
+from interp.analysis import common, hessian, lanczos, params, registry
 from interp.errors import InterpError
 from interp.metrics import batch_loss
-from interp.model import ModelSpec, build_model
+from interp.model import build_model
 from interp.runs import Run
-from interp.spec import RunSpec, TrainSpec
-from interp.task import VOCAB_SIZE, Task, TaskSpec
+from interp.task import VOCAB_SIZE, Task
+from tests.helpers import random_model, tiny_spec
 
-TINY_TASK = TaskSpec(k=2, n_bases=4, len_b=2, len_z=1, len_a=2)
-TINY_MODEL = ModelSpec(n_layers=1, n_heads=2, d_model=4, d_head=2, d_mlp=8)
+TINY = tiny_spec(n_bases=4, n_layers=1, d_model=4)
 
 
 @pytest.fixture(scope="module")
 def task() -> Task:
-    return Task.generate(TINY_TASK, seed=1)
+    return Task.generate(TINY.task, seed=1)
 
 
 @pytest.fixture(scope="module")
 def model(task):
-    m = build_model(TINY_MODEL, task.layout.length, VOCAB_SIZE, seed=0)
-    return m.to(torch.float64, print_details=False).eval()
+    return random_model(task, TINY.model, dtype=torch.float64)
 
 
 def flat_loss(model, task):
@@ -141,8 +139,7 @@ def test_fast_objective_equals_the_hooked_loss_and_is_refused_with_a_hook(model,
     from interp.fastpath.objective import training_loss
 
     # a 2-layer model too: every position in the first layer, the scored ones in the last
-    deep = build_model(ModelSpec(n_layers=2, n_heads=2, d_model=8, d_head=4, d_mlp=16), task.layout.length,
-                       VOCAB_SIZE, seed=3).to(torch.float64, print_details=False).eval()
+    deep = random_model(task, tiny_spec(n_bases=4, n_layers=2, d_model=8).model, seed=3, dtype=torch.float64)
     for m in (model, deep):
         a = training_loss(m, task.tokens, task.layout.loss_pos)
         b = batch_loss(m, task.tokens, task.layout.loss_pos)
@@ -271,9 +268,8 @@ def test_same_call_gives_identical_numbers(model, task):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, model):
     """A run of the tiny model with two saved checkpoints (no training needed)."""
-    spec = RunSpec(seed=0, task=TINY_TASK, model=TINY_MODEL, train=TrainSpec(steps=2))
-    run = Run.create(tmp_path_factory.mktemp("hessian") / "run", spec)
-    m = build_model(TINY_MODEL, run.task.layout.length, VOCAB_SIZE, seed=0)
+    run = Run.create(tmp_path_factory.mktemp("hessian") / "run", TINY)
+    m = build_model(TINY.model, run.task.layout.length, VOCAB_SIZE, seed=0)
     run.save_checkpoint(0, m)
     with torch.no_grad():
         for p in m.parameters():
@@ -329,7 +325,7 @@ def test_across_escape_mass_and_robustness(tiny_run):
 def test_across_defaults_to_the_registry_steps(tiny_run, monkeypatch):
     """steps=None is the registry entry's steps ("transition"), not every checkpoint."""
     asked = []
-    monkeypatch.setattr(hessian, "select_steps", lambda run, steps: asked.append(steps) or [(1, "")])
+    monkeypatch.setattr(common, "select_steps", lambda run, steps: asked.append(steps) or [(1, "")])
     monkeypatch.setattr(hessian, "at_step", lambda run, step, **kw: {
         "hessian": pd.DataFrame({"step": [step]}), "hessian_escape": pd.DataFrame({"step": [step]})})
     assert list(hessian.across(tiny_run)["step"]) == [1]

@@ -3,10 +3,10 @@
 The floors (docs/architecture.md), bottom up; a module imports only from its own floor or
 below, lazy imports and "module:function" strings included:
 
-    1 core          names, errors, formatting, seeding, files, spec, precision, devices, presets, run_layout
+    1 core          names, errors, formatting, seeding, files, spec, precision, devices, presets, run_layout, presentable
     2 task/model    task, model, fastpath
-    3 run           runs, checkpoints, run_states, metrics, transition, summary
-    4 training      steps, optimizer, optimizer_stats, train
+    3 run           runs, checkpoints, run_states, metrics, metrics_log, transition, summary
+    4 training      steps, optimizer, optimizer_stats, replay, train
     5 analysis      analysis/, timelines
     6 collections   collections/, sweeps/, forks/
     7 judgement     mechanisms/, reconcile/
@@ -155,11 +155,11 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 FLOORS = (
     ("core", ("interp.names", "interp.errors", "interp.formatting", "interp.seeding", "interp.files", "interp.spec",
-              "interp.precision", "interp.devices", "interp.presets", "interp.run_layout")),
+              "interp.precision", "interp.devices", "interp.presets", "interp.run_layout", "interp.presentable")),
     ("task/model", ("interp.task", "interp.model", "interp.fastpath")),
-    ("run", ("interp.runs", "interp.checkpoints", "interp.run_states", "interp.metrics", "interp.transition",
-             "interp.summary")),
-    ("training", ("interp.steps", "interp.optimizer", "interp.optimizer_stats", "interp.train")),
+    ("run", ("interp.runs", "interp.checkpoints", "interp.run_states", "interp.metrics", "interp.metrics_log",
+             "interp.transition", "interp.summary")),
+    ("training", ("interp.steps", "interp.optimizer", "interp.optimizer_stats", "interp.replay", "interp.train")),
     ("analysis", ("interp.analysis", "interp.timelines")),
     ("collections", ("interp.collections", "interp.sweeps", "interp.forks")),
     ("judgement", ("interp.mechanisms", "interp.reconcile")),
@@ -230,7 +230,7 @@ def test_the_graph_sees_lazy_and_from_imports():
     """The checker itself: a lazy import inside a function and `from pkg import module` are edges."""
     graph = import_graph()
     assert "interp.analysis.groups" in graph["interp.plots.run"]  # imported inside group_histograms
-    assert "interp.analysis.registry" in graph["interp.analysis.hessian"]  # from interp.analysis import registry
+    assert "interp.analysis.registry" in graph["interp.analysis.common"]  # from interp.analysis import registry
     assert "interp.sweeps.fits" not in graph["interp.plots.sweep"]  # TYPE_CHECKING only
     assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c", "a"]]
 

@@ -9,28 +9,26 @@ import pytest
 import torch
 from torch import nn
 
-from interp.analysis import llc, params, registry
+from interp.analysis import common, llc, params, registry
 from interp.errors import InterpError
 from interp.metrics import batch_loss
-from interp.model import ModelSpec, build_model
 from interp.runs import Run
-from interp.spec import RunSpec, TrainSpec
-from interp.task import VOCAB_SIZE, Task, TaskSpec
+from interp.task import Task
+from tests.helpers import random_model, tiny_spec
 
 pytest.importorskip("devinterp")
 
-TINY_TASK = TaskSpec(k=2, n_bases=8, len_b=2, len_z=1, len_a=2)
-TINY_MODEL = ModelSpec(n_layers=2, n_heads=2, d_model=8, d_head=4, d_mlp=16)
+TINY = tiny_spec(n_bases=8, n_layers=2, d_model=8)
 
 
 @pytest.fixture(scope="module")
 def task() -> Task:
-    return Task.generate(TINY_TASK, seed=2)
+    return Task.generate(TINY.task, seed=2)
 
 
 @pytest.fixture(scope="module")
 def model(task):
-    return build_model(TINY_MODEL, task.layout.length, VOCAB_SIZE, seed=0).eval()
+    return random_model(task, TINY.model)
 
 
 def test_linear_regression_llc_is_half_the_dimension():
@@ -127,9 +125,9 @@ def test_output_token_loss_is_the_training_objective(model, task):
 
 def test_across_defaults_to_the_registry_steps(monkeypatch, tmp_path):
     """steps=None is the registry entry's steps ("transition"), not every checkpoint."""
-    run = Run.create(tmp_path / "run", RunSpec(seed=0, task=TINY_TASK, model=TINY_MODEL, train=TrainSpec(steps=2)))
+    run = Run.create(tmp_path / "run", TINY)
     asked = []
-    monkeypatch.setattr(llc, "select_steps", lambda run, steps: asked.append(steps) or [(7, "")])
+    monkeypatch.setattr(common, "select_steps", lambda run, steps: asked.append(steps) or [(7, "")])
     monkeypatch.setattr(llc, "at_step", lambda run, step, restrict, **kw: pd.DataFrame({"step": [step]}))
     assert list(llc.across(run)["step"]) == [7]
     llc.across(run, [3])

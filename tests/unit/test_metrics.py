@@ -7,14 +7,12 @@ import torch
 from jaxtyping import TypeCheckError
 
 from interp.metrics import PER_EXAMPLE, candidate_nll, evaluate_examples, summarize
-from interp.model import ModelSpec, build_model
-from interp.task import VOCAB_SIZE, Task, TaskSpec
-from tests.helpers import LookupModel, loop_metrics
+from interp.model import ModelSpec
+from interp.task import Task, TaskSpec
+from tests.helpers import LookupModel, loop_metrics, random_model
 
 
-def _random_model(task: Task, seed: int = 0):
-    spec = ModelSpec(n_layers=2, n_heads=2, d_model=32, d_head=16, d_mlp=64, init_std=0.5)
-    return build_model(spec, task.layout.length, VOCAB_SIZE, seed=seed).to(torch.float64).eval()
+SHAPE = ModelSpec(n_layers=2, n_heads=2, d_model=32, d_head=16, d_mlp=64, init_std=0.5)
 
 
 def test_shape_annotations_are_checked_at_runtime():
@@ -24,7 +22,7 @@ def test_shape_annotations_are_checked_at_runtime():
 
 @pytest.mark.parametrize("chunk_size", [7, 4096])
 def test_vectorised_metrics_equal_a_per_example_loop(small_task, chunk_size):
-    model = _random_model(small_task)
+    model = random_model(small_task, SHAPE, dtype=torch.float64)
     idx = torch.tensor([0, 3, 5, 8, 13, 21, 30, 47])
     alt = small_task.other_selectors(idx, torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -41,7 +39,7 @@ def test_vectorised_metrics_equal_a_per_example_loop(small_task, chunk_size):
 
 
 def test_shuffle_gap_refuses_the_correct_selector(small_task):
-    model = _random_model(small_task)
+    model = random_model(small_task, SHAPE, dtype=torch.float64)
     idx = torch.arange(4)
     with pytest.raises(ValueError, match="never"):
         evaluate_examples(model, small_task, idx, small_task.selector_id[idx])
@@ -88,7 +86,7 @@ def test_full_target_gap_sees_z_read_after_the_first_token():
 @pytest.mark.parametrize("direction", ["a_to_b", "az_to_b", "b_to_a"])
 def test_other_directions_leave_undefined_metrics_nan(direction):
     task = Task.generate(TaskSpec(k=3, n_bases=5, direction=direction), seed=0)
-    model = _random_model(task)
+    model = random_model(task, SHAPE, dtype=torch.float64)
     idx = torch.arange(task.size)
     alt = task.other_selectors(idx, torch.Generator().manual_seed(0)) if task.has_selector else None
     with torch.no_grad():

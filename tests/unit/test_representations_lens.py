@@ -12,11 +12,11 @@ from interp.analysis import lens, representations
 from interp.analysis.common import group_examples, probe_groups
 from interp.errors import InterpError
 from interp.metrics import evaluate_examples
-from interp.model import ModelSpec, build_model
+from interp.model import ModelSpec
 from interp.plots.activations import lens_curves, representation_curves
 from interp.runs import Run
-from interp.task import VOCAB_SIZE, Task
-from tests.helpers import small_spec
+from interp.task import Task
+from tests.helpers import random_model, small_spec
 
 SEED = 7  # the run's seed: it draws the task and picks the probe groups
 
@@ -26,10 +26,7 @@ def make_run(path, **overrides) -> Run:
     return Run.create(path, small_spec(seed=SEED, k=4, n_bases=12, **overrides))
 
 
-def random_model(task: Task, seed: int = 2, dtype=torch.float32):
-    spec = ModelSpec(n_layers=3, n_heads=2, d_model=24, d_head=8, d_mlp=48, init_std=0.4)
-    model = build_model(spec, task.layout.length, VOCAB_SIZE, seed=seed)
-    return (model if dtype == torch.float32 else model.to(dtype)).eval()
+SHAPE = ModelSpec(n_layers=3, n_heads=2, d_model=24, d_head=8, d_mlp=48, init_std=0.4)  # the random models' shape
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +41,7 @@ def task(run) -> Task:
 
 @pytest.fixture(scope="module")
 def model(task):
-    return random_model(task)
+    return random_model(task, SHAPE, seed=2)
 
 
 def probe_rows(task: Task, groups: list[int]) -> list[list[int]]:
@@ -115,7 +112,7 @@ def test_bad_probe_is_refused(run, task, model):
 # ---------------------------------------------------------------------------- lens
 @torch.no_grad()
 def test_lens_equals_tl_cache_readout_and_a_per_example_loop(run, task):
-    model = random_model(task, dtype=torch.float64)
+    model = random_model(task, SHAPE, seed=2, dtype=torch.float64)
     df = lens.at_step(run, 5, model=model, n_groups=4)
     groups = probe_groups(task, 4, SEED).tolist()
     rows = [n for row in probe_rows(task, groups) for n in row]
@@ -174,7 +171,7 @@ def test_direction_without_candidates_has_nan_candidate_lens(tmp_path):
     run = make_run(tmp_path / "run", direction="a_to_b")
     task = run.task
     assert not task.has_candidates
-    df = lens.at_step(run, 0, model=random_model(task), n_groups=3)
+    df = lens.at_step(run, 0, model=random_model(task, SHAPE, seed=2), n_groups=3)
     assert df["loss_cand"].isna().all() and df["acc_cand"].isna().all()
     assert df["loss_first"].notna().all() and (df["loss_first"] > 0).all()
 
@@ -198,7 +195,7 @@ def test_demo_run_at_its_last_step(demo_run):
 def test_figures_build_from_the_tables_and_refuse_empty_ones(run, task):
     rep, lensed = [], []
     for step, seed in ((0, 1), (50, 2), (200, 3)):
-        m = random_model(task, seed=seed)
+        m = random_model(task, SHAPE, seed=seed)
         rep.append(representations.at_step(run, step, model=m, n_groups=6))
         lensed.append(lens.at_step(run, step, model=m, n_groups=6))
     rep, lensed = pd.concat(rep, ignore_index=True), pd.concat(lensed, ignore_index=True)

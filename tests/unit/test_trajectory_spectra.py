@@ -11,6 +11,7 @@ import torch
 
 from interp.analysis import spectra, trajectory
 from interp.analysis.cache import decode_table, encode_table
+from interp.analysis.common import Checkpoints
 from interp.errors import InterpError
 from interp.model import build_model
 from interp.names import head_name
@@ -76,7 +77,6 @@ def flat(model, component: str) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------- trajectory
 def test_trajectory_equals_explicit_state_dict_differences(hand_run):
-    trajectory.clear_store()
     table = trajectory.across(hand_run)
     models = {s: hand_run.model(s) for s in STEPS}
     cfg = models[0].cfg
@@ -130,11 +130,12 @@ def test_components_partition_the_parameters(hand_run):
 
 
 def test_results_never_depend_on_the_store(hand_run, tmp_path):
-    trajectory.clear_store()
     fresh = {s: trajectory.at_step(hand_run, s) for s in STEPS}
+    reader = Checkpoints(hand_run)  # what the suite and `across` pass: the checkpoints kept for one call
     for order in ([100, 30, 60, 10, 0, 100], [60, 60, 0, 30]):  # any order, repeated steps
         for s in order:
             pd.testing.assert_frame_equal(trajectory.at_step(hand_run, s), fresh[s])
+            pd.testing.assert_frame_equal(trajectory.at_step(hand_run, s, previous=reader), fresh[s])
     with_model = trajectory.at_step(hand_run, 60, model=hand_run.model(60))
     pd.testing.assert_frame_equal(with_model, fresh[60], check_exact=False, rtol=1e-12)
     # a checkpoint replaced on disk is read again, never served stale
@@ -147,7 +148,6 @@ def test_results_never_depend_on_the_store(hand_run, tmp_path):
         models[10].embed.W_E.mul_(2.0)
     copy.save_checkpoint(10, models[10])
     after = trajectory.at_step(copy, 30).set_index("component")
-    trajectory.clear_store()
     again = trajectory.at_step(copy, 30).set_index("component")
     pd.testing.assert_frame_equal(after, again)
     assert after.loc["W_E", "displacement"] != before.set_index("component").loc["W_E", "displacement"]
