@@ -8,11 +8,27 @@ and the state of every point after training (`interp.collections.training.train_
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from interp.collections.states import STATES, PointState, examine
 from interp.errors import InterpError
 from interp.runs import Run
+
+
+def read_description(path, file_name: str, fmt: int, folder: str, described: str) -> dict:
+    """The JSON object in `path`/`file_name` that makes a folder a collection (sweep.json, forks.json);
+    InterpError when it is missing ("`path` is not `folder`"), not JSON, or not `described` of format `fmt`."""
+    file = Path(path) / file_name
+    if not file.is_file():
+        raise InterpError(f"{path} is not {folder} (it has no {file_name})")
+    try:
+        data = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InterpError(f"{file} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        raise InterpError(f"{file} is not {described} of format {fmt}")
+    return data
 
 
 class Collection:

@@ -13,6 +13,15 @@ from interp.spec import RunSpec
 ACC_THRESHOLD = 0.99
 
 
+def table_of(rows: list[dict]):
+    """A collection's table (pandas) from its rows, one per point: steps_run a nullable integer."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    df["steps_run"] = df["steps_run"].astype("Int64")
+    return df
+
+
 def identity(spec: RunSpec | None) -> dict:
     if spec is None:
         return dict.fromkeys(("k", "n_bases", "D", "direction", "seed", "lr", "batch_size", "planned_steps"),

@@ -72,28 +72,6 @@ def _recorded(model: nn.Module, tokens: Int[Tensor, "n seq"]) -> BaseCache:
     return cache
 
 
-def _continue(
-    model: nn.Module,
-    cache: BaseCache,
-    layer: int,
-    resid: Float[Tensor, "b p d_model"],
-    p_from: int,
-    rows: Int[Tensor, " b"],
-) -> Float[Tensor, "b vocab"]:
-    """From the residual stream entering `layer` at positions p_from.. to the logits at the
-    last position. Keys and values of positions before p_from come from `cache` (rows[i] is
-    the cached example row i continues)."""
-    n_layers = model.cfg.n_layers
-    stream = resid.unsqueeze(1)  # one sequence per past: k = 1
-    for l in range(layer, n_layers):
-        block = model.blocks[l]
-        past = (cache.k[l][rows, :p_from], cache.v[l][rows, :p_from]) if p_from else (None, None)
-        last = l == n_layers - 1  # only the last position matters from here on
-        z, _, _ = attention(block, stream, *past, last_only=last)
-        stream = after_attention(block, stream[:, :, -1:] if last else stream, z)
-    return unembed(model, stream[:, 0, -1])
-
-
 def resume_from_resid(
     model: nn.Module,
     cache: BaseCache,
@@ -103,8 +81,17 @@ def resume_from_resid(
     rows: Int[Tensor, " b"],
 ) -> Float[Tensor, "b vocab"]:
     """Logits at the last position when the residual stream entering `layer` is `resid`
-    at positions p_from..T-1 (row i continues base example rows[i])."""
-    return _continue(model, cache, layer, resid, p_from, rows)
+    at positions p_from..T-1 (row i continues base example rows[i]). Keys and values of
+    positions before p_from come from `cache`."""
+    n_layers = model.cfg.n_layers
+    stream = resid.unsqueeze(1)  # one sequence per past: k = 1
+    for l in range(layer, n_layers):
+        block = model.blocks[l]
+        past = (cache.k[l][rows, :p_from], cache.v[l][rows, :p_from]) if p_from else (None, None)
+        last = l == n_layers - 1  # only the last position matters from here on
+        z, _, _ = attention(block, stream, *past, last_only=last)
+        stream = after_attention(block, stream[:, :, -1:] if last else stream, z)
+    return unembed(model, stream[:, 0, -1])
 
 
 def resume_from_z(
@@ -122,7 +109,7 @@ def resume_from_z(
     if layer == model.cfg.n_layers - 1:
         return unembed(model, after_attention(block, resid_in[:, -1], z[:, -1]))
     resid = after_attention(block, resid_in, z)
-    return _continue(model, cache, layer + 1, resid, p_from, rows)
+    return resume_from_resid(model, cache, layer + 1, resid, p_from, rows)
 
 
 def resume_from_z_at(
@@ -145,4 +132,4 @@ def resume_from_z_at(
         return unembed(model, resid_p)
     resid = cache.resid_pre[layer + 1][rows, pos:].clone()
     resid[:, 0] = resid_p
-    return _continue(model, cache, layer + 1, resid, pos, rows)
+    return resume_from_resid(model, cache, layer + 1, resid, pos, rows)

@@ -170,31 +170,36 @@ class FullBatch(Arm):
         return loss, g, g, g
 
 
+class NoisyGradient(Arm):
+    """g plus a noise of scale c made from the measured noise xi (`noise`), fed to both moments."""
+
+    PARAMS = {"c": Param(float, 1.0, doc="noise scale")}
+
+    def noise(self, step, xi) -> list:
+        raise NotImplementedError
+
+    def gradients(self, step) -> tuple:
+        loss, g = step.full_gradient()
+        noisy = [a + b for a, b in zip(g, self.noise(step, step.measured_noise()))]
+        return loss, g, noisy, noisy
+
+
 @register
-class MeasuredNoise(Arm):
+class MeasuredNoise(NoisyGradient):
     name = "measured_noise"
     doc = "g + c (g_B1 - g_B2) / sqrt(2): noise with the minibatch covariance, in both moments"
-    PARAMS = {"c": Param(float, 1.0, doc="noise scale")}
 
-    def gradients(self, step) -> tuple:
-        loss, g = step.full_gradient()
-        xi = step.measured_noise()
-        noisy = [a + self.kwargs["c"] * b for a, b in zip(g, xi)]
-        return loss, g, noisy, noisy
+    def noise(self, step, xi) -> list:
+        return [self.kwargs["c"] * b for b in xi]
 
 
 @register
-class IsotropicNoise(Arm):
+class IsotropicNoise(NoisyGradient):
     name = "isotropic_noise"
     doc = "g + isotropic Gaussian noise of norm c ||g_B1 - g_B2|| / sqrt(2), in both moments"
-    PARAMS = {"c": Param(float, 1.0, doc="noise scale")}
 
-    def gradients(self, step) -> tuple:
-        loss, g = step.full_gradient()
-        xi = step.measured_noise()
-        iso = step.isotropic(self.kwargs["c"] * step.sq_norm(xi).sqrt())
-        noisy = [a + b for a, b in zip(g, iso)]
-        return loss, g, noisy, noisy
+    def noise(self, step, xi) -> list:
+        return step.isotropic(self.kwargs["c"] * step.sq_norm(xi).sqrt())
 
 
 @register

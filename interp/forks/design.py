@@ -8,9 +8,9 @@ once; `listing` is the family's line of `interp ls`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from interp.collections.collection import read_description
 from interp.errors import InterpError
 from interp.forks.arms import Arm, make_arm
 
@@ -24,16 +24,7 @@ def is_family(path) -> bool:
 
 def read_design(path) -> dict:
     """The design stored in `path`/forks.json; InterpError when it is missing or not a family's."""
-    file = Path(path) / FAMILY_FILE
-    if not file.is_file():
-        raise InterpError(f"{path} is not a fork family (it has no {FAMILY_FILE})")
-    try:
-        design = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InterpError(f"{file} is not valid JSON: {exc}") from None
-    if not isinstance(design, dict) or design.get("format") != FORMAT:
-        raise InterpError(f"{file} is not a fork family of format {FORMAT}")
-    return design
+    return read_description(path, FAMILY_FILE, FORMAT, "a fork family", "a fork family")
 
 
 def design_arms(design: dict) -> list[Arm]:

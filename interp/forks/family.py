@@ -179,9 +179,7 @@ class ForkFamily(Collection):
         (module docstring). Escapes count evaluated steps after the fork step. With `circuits`,
         also each fork's circuit columns, read from its analysis cache (`interp.sweeps.circuits`,
         filled by `interp analyze FAMILY`); this loads torch, the plain table does not."""
-        import pandas as pd
-
-        from interp.collections.rows import identity, measures
+        from interp.collections.rows import identity, measures, table_of
 
         if circuits:
             from interp.sweeps.circuits import circuit_row
@@ -204,9 +202,7 @@ class ForkFamily(Collection):
             if circuits:
                 row.update(circuit_row(st.run, row["status"], bool(row["censored_tau_half"])))
             rows.append(row)
-        df = pd.DataFrame(rows)
-        df["steps_run"] = df["steps_run"].astype("Int64")
-        return df
+        return table_of(rows)
 
 
 def escapes(run, fork_step: int, state: str) -> dict:

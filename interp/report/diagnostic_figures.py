@@ -5,6 +5,8 @@ that runs only when asked) saying why it cannot be drawn. Each registers its ana
 
 from __future__ import annotations
 
+import importlib
+
 from interp.report.sections import section
 
 
@@ -13,14 +15,22 @@ def _marks(c) -> dict[str, int]:
     return c.event_steps()
 
 
-@section("trajectory", "trajectory", "Diagnostics: the weight trajectory",
-         "Between consecutive saved checkpoints, per component: the displacement per step, the cosine between consecutive "
-         "displacements of the whole parameter vector (direction consistency: near 0 for a random walk, near 1 for a directed "
-         "drift) and the weight norms.")
-def trajectory(c):
-    from interp.plots.weights import trajectory_curves
+def _over_steps(name: str, title: str, caption: str, plot: str) -> None:
+    """Register the section of the analysis `name` whose figure is its table over steps, drawn by
+    `plot` ("module:function", imported only when drawn) with tau and the routing head's events."""
 
-    return trajectory_curves(c.need("trajectory"), tau=c.tau, onsets=_marks(c))
+    def figure(c):
+        module, function = plot.split(":")
+        return getattr(importlib.import_module(module), function)(c.need(name), tau=c.tau, onsets=_marks(c))
+
+    section(name, name, title, caption)(figure)
+
+
+_over_steps(
+    "trajectory", "Diagnostics: the weight trajectory",
+    "Between consecutive saved checkpoints, per component: the displacement per step, the cosine between consecutive "
+    "displacements of the whole parameter vector (direction consistency: near 0 for a random walk, near 1 for a directed "
+    "drift) and the weight norms.", "interp.plots.weights:trajectory_curves")
 
 
 @section("spectra", "spectra", "Diagnostics: head spectra",
@@ -33,13 +43,10 @@ def spectra(c):
                           highlight=c.findings.get("routing_head"))
 
 
-@section("representations", "representations", "Diagnostics: representations at the decision position",
-         "Residual stream at the decision position after each layer: the variance within groups (z varies, B fixed), between "
-         "groups, and their ratio, over a fixed probe.")
-def representations(c):
-    from interp.plots.activations import representation_curves
-
-    return representation_curves(c.need("representations"), tau=c.tau, onsets=_marks(c))
+_over_steps(
+    "representations", "Diagnostics: representations at the decision position",
+    "Residual stream at the decision position after each layer: the variance within groups (z varies, B fixed), between "
+    "groups, and their ratio, over a fixed probe.", "interp.plots.activations:representation_curves")
 
 
 @section("lens", "lens", "Diagnostics: logit lens",
@@ -52,15 +59,12 @@ def lens(c):
     return lens_curves(c.need("lens"), c.run.log_k, tau=c.tau, onsets=_marks(c))
 
 
-@section("gradients", "gradients", "Diagnostics: gradient signal and noise",
-         "The full-training-set gradient norm against the minibatch noise at the training batch size, their ratio, n x the "
-         "per-example coherence (1 for orthogonal gradients), the selector gradient SNR x sqrt(n groups) (about 1 when group "
-         "gradients cancel) and, when computed, the minibatch noise variance along the Hessian's extreme directions and random "
-         "ones.")
-def gradients(c):
-    from interp.plots.gradients import gradient_curves
-
-    return gradient_curves(c.need("gradients"), tau=c.tau, onsets=_marks(c))
+_over_steps(
+    "gradients", "Diagnostics: gradient signal and noise",
+    "The full-training-set gradient norm against the minibatch noise at the training batch size, their ratio, n x the "
+    "per-example coherence (1 for orthogonal gradients), the selector gradient SNR x sqrt(n groups) (about 1 when group "
+    "gradients cancel) and, when computed, the minibatch noise variance along the Hessian's extreme directions and random "
+    "ones.", "interp.plots.gradients:gradient_curves")
 
 
 @section("updates", "updates", "Diagnostics: drift against diffusion in one step",

@@ -12,7 +12,6 @@ and the per-fork table. A missing parent is stated and the forks are still drawn
 
 from __future__ import annotations
 
-import datetime as _dt
 import html
 import math
 import time
@@ -24,8 +23,7 @@ import pandas as pd
 from interp.errors import InterpError
 from interp.forks.family import ForkFamily
 from interp.report.fork_data import FamilyData, read_family
-from interp.report.mechanisms import mechanism_html
-from interp.report.page import Section, figure_html, page, section_html, summary_table, write_html
+from interp.report.page import Section, figure_html, page, report_top, section_html, write_html
 from interp.sweeps.forks import ESCAPES, ForkComparison, forks
 
 REFERENCE = "minibatch"
@@ -117,12 +115,7 @@ def _arms_table(y: str, comparison: ForkComparison | None, problem: str) -> str:
     rows = []
     for r in comparison.rows.itertuples(index=False):
         median = f">= {_num(r.median)}" if r.median_censored else _num(r.median)
-        if r.label == comparison.reference:
-            ratio, rci = "1 (reference)", ""
-        elif r.ratio_bound == "undefined" or not math.isfinite(r.ratio):
-            ratio, rci = "undefined", ""
-        else:
-            ratio, rci = f"{r.ratio_bound} {r.ratio:.3g}".strip(), _ci(r.ratio_low, r.ratio_high)
+        ratio, rci = comparison.ratio_cells(r, "1 (reference)", _ci)
         gamma = _gamma(r.gamma) + (f" ({r.gamma_n})" if r.gamma_n else "")
         rows.append([html.escape(str(v)) for v in (r.fork_step, r.label, median, _ci(r.ci_low, r.ci_high), ratio,
                                                    rci, gamma, r.n, r.n_censored)])
@@ -202,17 +195,9 @@ def fork_family_report(family: ForkFamily | str | Path, path: str | Path, progre
     data = read_family(family) if data is None else data
     comparisons = {y: _compare(data.table, y) for y in ESCAPES}
     sections = _figures(data, *comparisons["escape_half"])
-    stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    from interp import __version__
-
     body = "\n".join([
-        f"<h1>interp fork family report: {html.escape(family.name)}</h1>",
-        f"<p class=\"meta\">{html.escape(str(family.path))} · written {html.escape(stamp)} by interp {__version__} · "
-        f"{len(data.table)} forks · {time.perf_counter() - start:.1f} s</p>",
-        "<h2 id=\"section-summary\">Summary</h2>",
-        summary_table(_summary_rows(data)),
-        _left_out(data),
-        mechanism_html(family),
+        *report_top("interp fork family report", family, f"{len(data.table)} forks", start, _summary_rows(data),
+                    _left_out(data)),
         section_html(sections[0]),
         "<h2 id=\"section-arms\">Arms</h2>",
         f"<p>Per fork step and arm, over the done forks: the median escape over seeds with a bootstrap interval "

@@ -9,12 +9,15 @@ page rendered cleanly.
 
 from __future__ import annotations
 
+import datetime as _dt
 import html
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from interp.errors import InterpError
 from interp.files import atomic_write_bytes
+from interp.report.mechanisms import mechanism_html
 
 ERROR_RECORDER = """
 (function () {
@@ -139,6 +142,24 @@ def summary_table(rows: list[tuple[str, str]]) -> str:
     cells = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return f"<table class=\"summary\" id=\"summary\">\n{cells}\n</table>"
 
+
+
+def report_top(title: str, source, made: str, start: float, summary: list[tuple[str, str]], notes: str) -> list[str]:
+    """The top of every report on `source` (a run, a sweep or a fork family): the title, a line with its folder,
+    when and by which interp the report was written, what it holds (`made`) and the seconds since `start`, then
+    the summary table, `notes` and the mechanism table."""
+    stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    from interp import __version__
+
+    return [
+        f"<h1>{title}: {html.escape(source.name)}</h1>",
+        f"<p class=\"meta\">{html.escape(str(source.path))} · written {html.escape(stamp)} by interp {__version__} · "
+        f"{made} · {time.perf_counter() - start:.1f} s</p>",
+        "<h2 id=\"section-summary\">Summary</h2>",
+        summary_table(summary),
+        notes,
+        mechanism_html(source),
+    ]
 
 
 def section_html(s: Section) -> str:

@@ -13,7 +13,6 @@ at the last step whose checkpoint can be read, and the summary says which.
 
 from __future__ import annotations
 
-import datetime as _dt
 import html
 import time
 from dataclasses import dataclass, field
@@ -28,8 +27,7 @@ from interp.analysis.findings import findings as find, summary_rows
 from interp.analysis.suite import run_suite
 from interp.errors import InterpError
 from interp.report import diagnostic_figures, figures  # noqa: F401 - their figure functions register the sections
-from interp.report.mechanisms import mechanism_html
-from interp.report.page import (NotComputed, Section, figure_count, figure_html, page, section_html, summary_table,
+from interp.report.page import (NotComputed, Section, figure_count, figure_html, page, report_top, section_html,
                                 write_html)
 from interp.report.sections import RUN, ReportSection, sections_of
 from interp.runs import CACHE_DIR, Run
@@ -237,18 +235,9 @@ def write_report(
         items = [f"<li>{html.escape(n)}</li>" for n in c.cache_notes]
         notes += ("<div class=\"missing\" id=\"cache-notes\"><b>Cache entries not used (recomputed unless said "
                   f"otherwise):</b><ul>\n{chr(10).join(items)}\n</ul></div>")
-    stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    from interp import __version__
-
+    made = f"{figure_count(made_sections)} · analyses: {c.counts['misses']} computed, {c.counts['hits']} from cache"
     body = "\n".join([
-        f"<h1>interp report: {html.escape(run.name)}</h1>",
-        f"<p class=\"meta\">{html.escape(str(run.path))} · written {html.escape(stamp)} by interp {__version__} · "
-        f"{figure_count(made_sections)} · analyses: {c.counts['misses']} computed, {c.counts['hits']} from "
-        f"cache · {time.perf_counter() - start:.1f} s</p>",
-        "<h2 id=\"section-summary\">Summary</h2>",
-        summary_table(summary(run, c)),
-        notes,
-        mechanism_html(run),
+        *report_top("interp report", run, made, start, summary(run, c), notes),
         *(section_html(s) for s in made_sections),
     ])
     return write_html(Path(path), page(f"interp report: {run.name}", body))

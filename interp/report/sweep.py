@@ -12,7 +12,6 @@ shared with the run report (`interp.report`).
 
 from __future__ import annotations
 
-import datetime as _dt
 import html
 import math
 import time
@@ -21,8 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from interp.errors import InterpError
-from interp.report.mechanisms import mechanism_html
-from interp.report.page import Section, figure_html, page, section_html, summary_table, write_html
+from interp.report.page import Section, figure_html, page, report_top, section_html, write_html
 from interp.sweeps.circuit_fits import circuit_fits
 from interp.sweeps.family import Fits, sweep_fits
 from interp.sweeps.sweep import Sweep
@@ -229,17 +227,9 @@ def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: st
     if fits.warnings or circuits.warnings:
         items = "\n".join(f"<li>{html.escape(w)}</li>" for w in dict.fromkeys(fits.warnings + circuits.warnings))
         notes = f"<div class=\"missing\" id=\"warnings\"><b>Left out of the fits</b><ul>\n{items}\n</ul></div>"
-    stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    from interp import __version__
-
     body = "\n".join([
-        f"<h1>interp sweep report: {html.escape(sweep.name)}</h1>",
-        f"<p class=\"meta\">{html.escape(str(sweep.path))} · written {html.escape(stamp)} by interp {__version__} · "
-        f"{len(table)} runs · {time.perf_counter() - start:.1f} s</p>",
-        "<h2 id=\"section-summary\">Summary</h2>",
-        summary_table(_summary_rows(sweep, table, fits, circuits)),
-        notes,
-        mechanism_html(sweep),
+        *report_top("interp sweep report", sweep, f"{len(table)} runs", start, _summary_rows(sweep, table, fits, circuits),
+                    notes),
         *(section_html(s) for s in sections),
         "<h2 id=\"section-runs\">Runs</h2>",
         _runs_table(sweep, table, path, linked),

@@ -71,12 +71,7 @@ class CancellationFit(PowerLawFit):
 
     def summary(self) -> str:
         line = (f"beta = {self.beta:.3g} {ci_str(self.ci)} ({self.ci_level:.0%} CI, {self.method}): {self.y} "
-                f"against bases per selector set, C = {self.c:.3g}, R^2 = {self.r2:.3f}, {self.n_used} runs used, "
-                f"{self.n_censored} censored")
-        if self.n_excluded:
-            line += f", {self.n_excluded} not done"
-        if self.n_undefined:
-            line += f", {self.n_undefined} undefined"
+                "against bases per selector set, " + self._fit_line())
         censored = self.per_set[self.per_set["n_censored"] > 0]
         if len(censored):
             line += " (censored at " + ", ".join(f"{int(r[X])} bases per set: {int(r['n_censored'])}"

@@ -302,14 +302,18 @@ class PowerLawFit(Presentable):
             points=points_records(self.points, [self.x, self.y]),
         ))
 
-    def summary(self) -> str:
-        rs = self.range_sensitivity
-        line = (f"delta = {self.delta:.3g} {ci_str(self.ci)} ({self.ci_level:.0%} CI, {self.method}), "
-                f"C = {self.c:.3g}, R^2 = {self.r2:.3f}, {self.n_used} runs used, {self.n_censored} censored")
+    def _fit_line(self) -> str:
+        """The summary's account of the fit: C, R^2 and the runs used, censored, not done and undefined."""
+        line = f"C = {self.c:.3g}, R^2 = {self.r2:.3f}, {self.n_used} runs used, {self.n_censored} censored"
         if self.n_excluded:
             line += f", {self.n_excluded} not done"
         if self.n_undefined:
             line += f", {self.n_undefined} undefined"
+        return line
+
+    def summary(self) -> str:
+        rs = self.range_sensitivity
+        line = f"delta = {self.delta:.3g} {ci_str(self.ci)} ({self.ci_level:.0%} CI, {self.method}), " + self._fit_line()
         sens = [f"{k.replace('_', ' ')} {self.x} ({v['x']:g}): {fmt(v['delta'])}" for k, v in rs.items()]
         if sens:
             line += "; " + "; ".join(sens)

@@ -86,6 +86,15 @@ class ForkComparison(Presentable):
                              seed=self.seed, method=METHOD, n_excluded=self.n_excluded, notes=self.notes,
                              rows=self.rows.to_dict(orient="records")))
 
+    def ratio_cells(self, r, on_reference: str, interval) -> tuple[str, str]:
+        """Row `r`'s ratio to the reference arm and its interval (`interval(low, high)`) as the summary and the
+        report show them: `on_reference` on the reference's own row, "undefined" where there is no ratio."""
+        if r.label == self.reference:
+            return on_reference, ""
+        if r.ratio_bound == "undefined" or not math.isfinite(r.ratio):
+            return "undefined", ""
+        return f"{r.ratio_bound} {_ratio_str(r.ratio)}".strip(), interval(r.ratio_low, r.ratio_high)
+
     def summary(self) -> str:
         """A text table; a censored median is shown as ">= N", never as a plain number."""
         head = (f"{self.y} (steps after the fork), median over seeds, {self.level:.0%} CI over runs; "
@@ -94,13 +103,7 @@ class ForkComparison(Presentable):
                        f"{'ratio':>9}  {'ratio CI':>16}  {'gamma':>6}"]
         for r in self.rows.itertuples(index=False):
             med = f">= {_steps(r.median)}" if r.median_censored else _steps(r.median)
-            if r.label == self.reference:
-                ratio, rci = "1 (ref)", ""
-            elif r.ratio_bound == "undefined" or not math.isfinite(r.ratio):
-                ratio, rci = "undefined", ""
-            else:
-                ratio = f"{r.ratio_bound} {_ratio_str(r.ratio)}".strip()
-                rci = _interval(r.ratio_low, r.ratio_high, _ratio_str)
+            ratio, rci = self.ratio_cells(r, "1 (ref)", lambda lo, hi: _interval(lo, hi, _ratio_str))
             gamma = f"{r.gamma:.3g}" if math.isfinite(r.gamma) else "n/a"
             lines.append(f"{r.fork_step:>9}  {r.label:<24} {r.n:>3} {r.n_censored:>4}  {med:>10}  "
                          f"{_interval(r.ci_low, r.ci_high):>20}  {ratio:>9}  {rci:>16}  {gamma:>6}")

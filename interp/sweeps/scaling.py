@@ -40,20 +40,9 @@ from interp.sweeps.fits import (
     power_law,
 )
 from interp.sweeps.forks import ForkComparison, forks
-from interp.sweeps.paper import (
-    PAPER_ASYMMETRY,
-    PAPER_DELTA,
-    PAPER_DELTA_CI,
-    PAPER_DELTA_RANGE,
-    PAPER_FIXED_D,
-    PAPER_FIXED_D_TAU,
-    PAPER_LR_K,
-    PAPER_LR_MEASURE,
-    PAPER_LR_NEVER,
-    PAPER_LR_NEVER_STEPS,
-    PAPER_LR_RATIO,
-    PAPER_LR_TAU,
-)
+from interp.sweeps.paper import PAPER_ASYMMETRY, PAPER_DELTA, PAPER_DELTA_CI, PAPER_DELTA_RANGE, PAPER_FIXED_D
+from interp.sweeps.paper import PAPER_FIXED_D_TAU, PAPER_LR_K, PAPER_LR_MEASURE, PAPER_LR_NEVER, PAPER_LR_NEVER_STEPS
+from interp.sweeps.paper import PAPER_LR_RATIO, PAPER_LR_TAU
 from interp.sweeps.sweep import MEASURES
 
 __all__ = [

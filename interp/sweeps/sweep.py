@@ -25,15 +25,14 @@ import dataclasses
 import datetime as _dt
 import fcntl
 import itertools
-import json
 import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from interp.collections.collection import Collection
-from interp.collections.rows import CENSORABLE, MEASURES, identity, measures
+from interp.collections.collection import Collection, read_description
+from interp.collections.rows import CENSORABLE, MEASURES, identity, measures, table_of
 from interp.collections.states import STATES, PointState, examine
 from interp.collections.training import train_points
 from interp.errors import InterpError
@@ -275,16 +274,7 @@ class Sweep(Collection):
     @classmethod
     def open(cls, path: str | Path) -> Sweep:
         path = Path(path)
-        file = path / SWEEP_FILE
-        if not file.is_file():
-            raise InterpError(f"{path} is not a sweep folder (it has no {SWEEP_FILE})")
-        try:
-            data = json.loads(file.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InterpError(f"{file} is not valid JSON: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise InterpError(f"{file} is not a sweep description of format {FORMAT}")
-        spec = SweepSpec.from_dict(data)
+        spec = SweepSpec.from_dict(read_description(path, SWEEP_FILE, FORMAT, "a sweep folder", "a sweep description"))
         spec.validate()
         return cls(path, spec)
 
@@ -348,8 +338,6 @@ class Sweep(Collection):
         routing head, its onsets and leads, its ablation effect at tau, the groups above 80% at
         tau/2, and `circuits_reason` for what cannot be had); this loads torch, the plain table
         does not."""
-        import pandas as pd
-
         if circuits:
             from interp.sweeps.circuits import circuit_row
 
@@ -368,9 +356,7 @@ class Sweep(Collection):
             if circuits:
                 row.update(circuit_row(st.run, row["status"], bool(row["censored_tau_half"])))
             rows.append(row)
-        df = pd.DataFrame(rows)
-        df["steps_run"] = df["steps_run"].astype("Int64")
-        return df
+        return table_of(rows)
 
     def status_lines(self, table=None) -> list[str]:
         """One human line per run: axes, status, steps, tau, wall time (of `table`, default
