@@ -4,7 +4,7 @@ The report owns them (the registry describes analyses, not pages): a figure func
 itself with `@section(analysis, key, title, caption)` under an analysis's name, or under `RUN`
 for the report's own (the metrics log and the timeline, drawn before every analysis). The
 built-in ones are in `interp.report.figures` and `interp.report.diagnostic_figures`; an analysis
-defined elsewhere registers its own the same way (tests/dummy_analysis.py). An analysis with no
+defined elsewhere (in a project's own module, or a test) registers its own the same way. An analysis with no
 section gets a generic table figure. No plotting is imported here.
 """
 

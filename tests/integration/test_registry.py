@@ -2,6 +2,8 @@
 report's sections and the findings all come from the registry, so adding an analysis is one
 module plus one entry (here tests/dummy_analysis.py, with its own option, section and finding)."""
 
+from pathlib import Path
+
 import pytest
 
 from interp.analysis import registry
@@ -52,6 +54,14 @@ def test_every_analysis_module_has_the_entry_points_and_its_defaults():
             assert callable(section.figure), section.key
         for path in (entry.findings, entry.describe):
             assert not path or callable(registry.resolve(path)), path
+
+
+def test_the_dummy_analysis_is_one_file_that_the_package_never_names():
+    # its entry, option, findings, summary row and report section all live in tests/dummy_analysis.py
+    package = Path(registry.__file__).resolve().parents[1]
+    naming = [str(p.relative_to(package)) for p in package.rglob("*.py") if "dummy" in p.read_text().lower()]
+    assert not naming, naming
+    assert dummy_analysis.ENTRY.module == "tests.dummy_analysis"
 
 
 def test_every_report_section_is_of_a_registered_analysis():
