@@ -33,6 +33,9 @@ def _non_negative(text: str) -> int:
     return value
 
 
+SETTING_ARMS = ("lr", "batch_size", "weight_decay")  # `interp train` flags that are arms of `interp fork`
+
+
 def _settings(args: argparse.Namespace) -> dict:
     out = {name: getattr(args, name) for name in ("eval_every", "checkpoint_every", "checkpoint_dtype")
            if getattr(args, name) is not None}
@@ -45,6 +48,11 @@ def cmd_fork(args: argparse.Namespace) -> int:
     from interp.forks.arms import parse_arms
     from interp.forks.family import ForkFamily
 
+    for arm in SETTING_ARMS:  # train's flags a fork takes only as an arm
+        value = getattr(args, f"setting_{arm}", None)
+        if value is not None:
+            raise InterpError(f"interp fork has no --{arm.replace('_', '-')}: a fork changes its {arm} only as an arm, "
+                              f"e.g. --arm {arm}:value={value}")
     target = list(args.target)
     if target[:1] == ["status"]:
         if len(target) != 2:
@@ -168,6 +176,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--threads", type=_positive_int,
                    help="torch threads of this process (the replay must match the parent's; default: torch's)")
     add_executor_flags(p.add_argument_group("a fork family"), "train", what="fork")
+    for arm in SETTING_ARMS:  # refused with a pointer to the arm (argparse would say only "unrecognized")
+        p.add_argument(f"--{arm.replace('_', '-')}", dest=f"setting_{arm}", nargs="?", const="VALUE",
+                       help=argparse.SUPPRESS)
     p.add_argument("--device", default="cpu", help="torch device of the forks (default: cpu)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -4,6 +4,7 @@ head of the table. Reads the folders only (sweep.json or forks.json, each run's 
 from __future__ import annotations
 
 from interp.display.html import card, frame_table
+from interp.errors import InterpError
 from interp.presentable import renders
 
 STATE_ORDER = ("done", "running", "interrupted", "failed", "damaged", "not started")
@@ -39,7 +40,10 @@ def sweep_html(sweep, max_rows: int = 10) -> str:
 @renders("interp.forks.family:ForkFamily")
 def family_html(family, max_rows: int = 10) -> str:
     d = family.design
-    table = family.table()
+    try:
+        table = family.table()
+    except InterpError as exc:  # a design no fork can be made from, a parent gone: say so, never raise
+        return card(f"Fork family {family.name}", [("folder", str(family.path)), ("problem", str(exc))])
     arms = ", ".join(arm.label for arm in family.arms)
     rows = [("folder", str(family.path)), ("parent", d["parent"]), ("fork steps", ", ".join(map(str, d["steps"]))),
             ("arms", arms), ("seeds", ", ".join(map(str, d["seeds"]))), ("horizon", f"{d['horizon']} steps"),

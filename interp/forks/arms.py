@@ -38,6 +38,7 @@ from typing import ClassVar
 from interp.errors import InterpError
 
 DIRECTIONS = ("vmin", "-vmin", "random")
+FLOAT32_MAX = 3.4028234663852886e38  # torch.finfo(torch.float32).max, without importing torch
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,8 @@ def _value(arm: str, key: str, p: Param, value):
     if not math.isfinite(number) or (p.low is not None and (number <= p.low if p.low_open else number < p.low)):
         bound = f"{'>' if p.low_open else '>='} {p.low:g}"
         raise InterpError(f"{where} must be a finite number {bound}, got {value!r}")
+    if abs(number) > FLOAT32_MAX:  # the weights are float32: such an lr or decay makes every update inf
+        raise InterpError(f"{where} must be at most {FLOAT32_MAX:.4g} (the largest float32), got {value!r}")
     return number
 
 
@@ -344,6 +347,8 @@ def parse_arms(texts: str | Sequence[str]) -> list[Arm]:
             key, eq, value = rest.partition("=")
             if not eq or not key.strip():
                 raise InterpError(f"arm parameters are key=value, got {rest!r} in {raw!r}")
+            if key.strip() in groups[-1][1]:
+                raise InterpError(f"arm {groups[-1][0]}: parameter {key.strip()} is given twice; give each once")
             groups[-1][1][key.strip()] = value.strip()
     if not groups:
         raise InterpError(f"no arm given; allowed: {', '.join(ARMS)}")

@@ -38,9 +38,21 @@ def fork_name(step: int, arm: Arm, seed: int) -> str:
     return f"at{step}-{arm.slug}-s{seed}"
 
 
+def check_design(design: dict) -> None:
+    """Refuse a design whose fork steps or seeds are not a non-empty list of whole numbers >= 0 (a
+    hand edit, or the `"steps": []` an empty --at once left behind), naming the bad value."""
+    for key, what in (("steps", "fork steps"), ("seeds", "fork seeds")):
+        values = design.get(key)
+        if (not isinstance(values, list) or not values
+                or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values)):
+            raise InterpError(f"{FAMILY_FILE}: {key} must be a non-empty list of {what} (whole numbers >= 0), "
+                              f"got {values!r}")
+
+
 def design_points(design: dict, arms: list[Arm] | None = None) -> list[tuple[str, int, Arm, int]]:
     """(folder name, fork step, arm, fork seed) of every fork, in design order."""
     arms = design_arms(design) if arms is None else arms
+    check_design(design)
     try:
         return [(fork_name(step, arm, seed), step, arm, seed)
                 for step in design["steps"] for arm in arms

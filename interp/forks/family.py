@@ -51,7 +51,11 @@ class ForkFamily(Collection):
         parent = parent if isinstance(parent, Run) else Run.open(parent)
         out = Path(out)
         check_out(parent, out)
-        steps = sorted(dict.fromkeys(resolve_at(parent, a) for a in (at if isinstance(at, (list, tuple)) else [at])))
+        at = [a for a in (at if isinstance(at, (list, tuple)) else [at]) if str(a).strip()]
+        if not at:
+            raise InterpError("--at gives no fork step; give saved steps, tau/N, F*tau, pre, mid, post, first or "
+                              "last, comma-separated")
+        steps = sorted(dict.fromkeys(resolve_at(parent, a) for a in at))
         seeds = list(dict.fromkeys(seeds))
         if not seeds or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
             raise InterpError(f"fork seeds must be integers >= 0, got {seeds}")

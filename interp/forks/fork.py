@@ -42,9 +42,13 @@ def resolve_at(run, at) -> int:
         t = tau(run)
         if t is None:
             raise InterpError(f"--at {at}: {run.path} never reaches 0.5 log K, so tau is undefined; give a saved step")
-        factor = (1 / float(match.group(1))) if match.group(1) else float(match.group(2) or 1)
+        if match.group(1):
+            divisor = float(match.group(1))
+            factor = 1 / divisor if divisor > 0 else math.nan  # tau/0
+        else:
+            factor = float(match.group(2) or 1)
         if not math.isfinite(factor) or factor <= 0:
-            raise InterpError(f"--at {at}: the multiple of tau must be positive")
+            raise InterpError(f"--at {at}: the multiple of tau must be positive (tau/N with N > 0, or F*tau with F > 0)")
         target = factor * t
         if target > run.steps[-1]:
             raise InterpError(f"--at {at} = step {target:g} lies beyond {run.path} (last saved step {run.steps[-1]})")
