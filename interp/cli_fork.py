@@ -88,7 +88,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
                    gamma_window=args.gamma_window, settings=settings, device=device, progress=not args.quiet)
         return _single(run, args.json)
     family = ForkFamily.create(parent, at, arms, seeds, args.steps, args.out, gamma_every=args.gamma_every,
-                               gamma_window=args.gamma_window, settings=settings)
+                               gamma_window=args.gamma_window, settings=settings, device=device)
     n = len(family.points())
     print(f"fork family {family.path}: {n} forks of {parent.path} ({args.backend}"
           + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)

@@ -46,8 +46,10 @@ class ForkFamily(Collection):
     # ------------------------------------------------------------------ make / open
     @classmethod
     def create(cls, parent, at, arms: list[Arm], seeds, horizon: int, out, *, gamma_every: int = 0,
-               gamma_window: int = DEFAULT_GAMMA_WINDOW, settings: dict | None = None) -> ForkFamily:
-        """Write (or re-open, when identical) the family folder `out`; validates every point first."""
+               gamma_window: int = DEFAULT_GAMMA_WINDOW, settings: dict | None = None,
+               device: str | None = None) -> ForkFamily:
+        """Write (or re-open, when identical) the family folder `out`; validates every point first (and,
+        given the `device` the forks will train on, that each fits there: `interp.devices.check_fits`)."""
         parent = parent if isinstance(parent, Run) else Run.open(parent)
         out = Path(out)
         check_out(parent, out)
@@ -63,8 +65,7 @@ class ForkFamily(Collection):
                   "arms": [{"arm": a.name, "params": a.kwargs} for a in arms], "seeds": seeds, "horizon": horizon,
                   "gamma_every": gamma_every, "gamma_window": gamma_window, "settings": dict(settings or {})}
         family = cls(out, design)
-        for name, spec, point in family._points(parent):  # every point checked before anything is written
-            fork_block(parent, point["step"], point["arm"], point["seed"], horizon, gamma_every, gamma_window, "")
+        family._check(parent, device)  # every point checked before anything is written
         file = out / FAMILY_FILE
         if file.exists():
             stored = cls.open(out).design
@@ -110,6 +111,17 @@ class ForkFamily(Collection):
         d = self.design
         return [(name, fork_spec(parent, step, arm, d["horizon"], d["settings"]), {"step": step, "arm": arm, "seed": seed})
                 for name, step, arm, seed in design_points(d, self.arms)]
+
+    def _check(self, parent, device: str | None) -> None:
+        """Refuse a point whose fork block is bad or (given `device`) that cannot train there."""
+        from interp.devices import check_fits
+
+        d = self.design
+        for name, spec, point in self._points(parent):
+            fork_block(parent, point["step"], point["arm"], point["seed"], d["horizon"], d["gamma_every"],
+                       d["gamma_window"], "")
+            if device is not None:
+                check_fits(spec, device)
 
     def points(self) -> list[tuple[str, object, dict]]:
         """(folder name, RunSpec, {"step", "arm", "seed"}) of every fork, in design order."""
@@ -172,6 +184,7 @@ class ForkFamily(Collection):
         from interp.forks.arm_steps import fork_stepper
 
         check_options(backend, workers, threads, cpus_per_run, gpus_per_run)
+        self._check(self.parent, device)  # before any fork folder is written
         self.prepare(progress)
         return train_points(self, backend=backend, workers=workers, threads=threads, device=device, address=address,
                             cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run, progress=progress, create=False,

@@ -81,6 +81,10 @@ def fork_spec(parent, step: int, arm: Arm, horizon: int, settings: dict | None =
                           f"{', '.join(STORAGE)}")
     spec = parent.spec.override(**arm.train_changes(), **settings, steps=step + horizon)
     spec.validate()
+    size = spec.task.dataset_size
+    if "batch_size" in arm.train_changes() and spec.train.batch_size > size:
+        raise InterpError(f"arm {arm.label}: the batch is larger than the training set (D = {size} examples); "
+                          f"give a batch size of at most {size}")
     if arm.explicit and spec.train.grad_clip is not None:
         raise InterpError(f"arm {arm.name} steps on the full gradient with an explicit AdamW, which does not clip: "
                           f"{parent.path} trains with grad_clip {spec.train.grad_clip}")
@@ -168,6 +172,7 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
     """Fork `run` (a Run or a path) at `at` (a saved step, "tau/2", "pre", ...) under `arm` (a name,
     "NAME:key=value,..." or an Arm) for `steps` steps into the run folder `out`, and train it.
     Running it again on a finished fork trains nothing; on an interrupted one, resumes it."""
+    from interp.devices import check_fits
     from interp.forks.arm_steps import fork_stepper
     from interp.forks.arms import parse_arms
     from interp.runs import Run
@@ -183,6 +188,7 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
     if out is None:
         raise InterpError("a fork needs an output folder (out=...)")
     step = resolve_at(parent, at)
+    check_fits(fork_spec(parent, step, arm, steps, settings), device)  # memory, bfloat16 units: before writing
     out = Path(out)
     if Run.is_run(out):
         existing = Run.open(out)

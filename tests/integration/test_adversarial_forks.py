@@ -53,19 +53,64 @@ FORK_INPUT = [
 ]
 
 
-@pytest.mark.parametrize("case", FORK_INPUT, ids=lambda c: c[0])
-def test_fork_input(case, parents, tmp_path, capsys):
-    name, parent, extra, status, fragment = case
+def _refused(parent: Path, argv: list[str], status: int, fragment: str, tmp_path: Path, capsys) -> None:
     scratch = tmp_path / "t"
     scratch.mkdir()
-    saved = snapshot(parents[parent], cache=False)
-    argv = [a.replace("{P}", str(parents[parent])).replace("{T}", str(scratch)) for a in FORK + extra]
-    code, text = _run_cli(argv, capsys)
+    saved = snapshot(parent, cache=False)
+    code, text = _run_cli([a.replace("{P}", str(parent)).replace("{T}", str(scratch)) for a in argv], capsys)
     assert code == status, text[-2000:]
     assert "Traceback" not in text and fragment.lower() in text.lower(), text[-2000:]
     assert len(text.strip().splitlines()) == 1, text[-2000:]
-    assert snapshot(parents[parent], cache=False) == saved, "a refused fork changed its parent"
+    assert snapshot(parent, cache=False) == saved, "a refused fork changed its parent"
     assert not list(scratch.iterdir()), "a refused fork left a folder behind"
+
+
+@pytest.mark.parametrize("case", FORK_INPUT, ids=lambda c: c[0])
+def test_fork_input(case, parents, tmp_path, capsys):
+    name, parent, extra, status, fragment = case
+    _refused(parents[parent], FORK + extra, status, fragment, tmp_path, capsys)
+
+
+# ---------------------------------------------------------------------------- forks that cannot run here
+FAMILY = ["--arm", "minibatch,full_batch"]  # two arms: the family path (forks.json, then the fork folders)
+CANNOT_RUN = [
+    # (id, parent, extra argv, exit status, fragment, what the machine is made to lack)
+    # far above D = 3000: the OOM killer ended it at 23.6 GB, leaving a folder with a .lock and no status
+    ("batch-above-d", "demo", ["--at", "500", "--arm", "batch_size:value=999999"], 2, "D = 3000", None),
+    ("batch-above-d-family", "demo", ["--at", "500", "--arm", "minibatch,batch_size:value=3001"], 2, "D = 3000", None),
+    ("batch-beyond-memory", "demo", ["--at", "500", "--arm", "batch_size:value=3000"], 2, "GiB", "memory"),
+    ("batch-beyond-memory-family", "demo", ["--at", "500", *FAMILY], 2, "GiB", "memory"),
+    # refused (exit 2) only after writing the fork folder with a checkpoint and a resume state
+    ("bf16-without-units", "bf16", ["--at", "10"], 2, "bfloat16", "bf16"),
+    ("bf16-without-units-family", "bf16", ["--at", "10", *FAMILY], 2, "bfloat16", "bf16"),
+]
+
+
+@pytest.fixture(scope="module")
+def bf16_parent(tmp_path_factory) -> Path:
+    """A 20-step tiny run in bf16, trained where emulation is allowed."""
+    from interp.precision import EMULATION_ENV
+    from tests.helpers import TINY_FLAGS
+
+    out = tmp_path_factory.mktemp("bf16-parent") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(EMULATION_ENV, "1")
+        assert main(["train", "--out", str(out), "--steps", "20", "--precision", "bf16", *TINY_FLAGS]) == 0
+    return out
+
+
+@pytest.mark.parametrize("case", CANNOT_RUN, ids=lambda c: c[0])
+def test_fork_cannot_run_here(case, parents, bf16_parent, tmp_path, capsys, monkeypatch):
+    """Every check first (the batch against D, the memory as `interp train` checks it, bfloat16 units), then writing."""
+    name, parent, extra, status, fragment, lack = case
+    if lack == "memory":
+        monkeypatch.setattr("interp.devices.available_bytes", lambda device: 1 << 20)
+    if lack == "bf16":
+        from interp.precision import EMULATION_ENV
+
+        monkeypatch.delenv(EMULATION_ENV, raising=False)
+        monkeypatch.setattr("interp.precision.bf16_hardware", lambda device: (False, "no bfloat16 units (test)"))
+    _refused(bf16_parent if parent == "bf16" else parents[parent], FORK + extra, status, fragment, tmp_path, capsys)
 
 
 # ---------------------------------------------------------------------------- a family whose design is unusable
