@@ -8,7 +8,7 @@ hook path, and the whole suite (cold and warm).
    clean/corrupted pairs, against `get_act_patch_attn_head_out_by_pos` (and `_all_pos`) on
    identical inputs; the results are checked to agree to 1e-4 before timing counts.
 2. The full ablation (every head and layer, zero / mean / resample, at pre, mid and post)
-   through `ablation.effects` (the recorded-prefix fast path) and through the TransformerLens
+   through `ablation.effects_by_method` (the recorded-prefix fast path) and through the TransformerLens
    hook path (`Ablated` + `evaluate_examples`, what ablation ran before), on the same probe;
    the largest difference of the summarised metrics between the two is reported.
 3. `interp analyze` over the run: cold (empty cache, in a temporary copy of the run), warm

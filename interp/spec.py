@@ -73,10 +73,33 @@ def _from_dict(cls, data, what: str):
     return cls(**data)
 
 
+class _Section:
+    """A section of the run spec (task, model, train): its dict for run.json and back. A field whose
+    value equals its entry in OMITTED_AT is left out of the dict, so the specs (and their hashes,
+    `spec_sha256`) of runs made before that field existed are unchanged."""
+
+    SECTION = ""  # its key in the run spec
+    OMITTED_AT: dict = {}
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        for name, value in self.OMITTED_AT.items():
+            if out[name] == value:
+                del out[name]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        return _from_dict(cls, data, cls.SECTION)
+
+
 # ---------------------------------------------------------------------------- task
 @dataclass(frozen=True)
-class TaskSpec:
+class TaskSpec(_Section):
     """Everything that determines a Task, together with the seed passed to `Task.generate`."""
+
+    SECTION = "task"
+    OMITTED_AT = {"selector_groups": None}  # set only when given
 
     k: int = 10
     n_bases: int = 1000
@@ -176,23 +199,14 @@ class TaskSpec:
         lengths = {"A": self.len_a, "B": self.len_b, "z": self.len_z}
         return 1 + sum(lengths[name] + 1 for name in inputs) + lengths[output] + 1
 
-    def to_dict(self) -> dict:
-        """The fields as a dict; `selector_groups` only when set, so the specs (and their hashes,
-        `spec_sha256`) of runs made before the option existed are unchanged."""
-        out = dataclasses.asdict(self)
-        if out["selector_groups"] is None:
-            del out["selector_groups"]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TaskSpec:
-        return _from_dict(cls, data, "task")
 
 
 # ---------------------------------------------------------------------------- model
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(_Section):
     """Architecture of the transformer (the paper's defaults: ~0.8M parameters)."""
+
+    SECTION = "model"
 
     n_layers: int = 4
     n_heads: int = 4
@@ -222,18 +236,15 @@ class ModelSpec:
         per_layer = attn + mlp + 4 * d  # two LayerNorms
         return d_vocab * d + n_ctx * d + self.n_layers * per_layer + 2 * d + d * d_vocab + d_vocab
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ModelSpec:
-        return _from_dict(cls, data, "model")
 
 
 # ---------------------------------------------------------------------------- training
 @dataclass(frozen=True)
-class TrainSpec:
+class TrainSpec(_Section):
     """Optimiser, schedule, evaluation cadence and checkpoint policy (the paper's defaults)."""
+
+    SECTION = "train"
+    OMITTED_AT = {"precision": "float32"}  # written only when bf16
 
     steps: int = 20000
     lr: float = 1e-3
@@ -303,17 +314,6 @@ class TrainSpec:
         floor = self.min_lr_ratio * self.lr
         return floor + (self.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
-    def to_dict(self) -> dict:
-        """The fields as a dict; `precision` only when not "float32", so the specs (and their
-        hashes) of runs made before the option existed are unchanged."""
-        out = dataclasses.asdict(self)
-        if out["precision"] == "float32":
-            del out["precision"]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TrainSpec:
-        return _from_dict(cls, data, "train")
 
 
 # ---------------------------------------------------------------------------- the run

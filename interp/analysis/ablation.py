@@ -10,7 +10,7 @@ Whole layers are ablated the same way with all their heads at once.
 Effects are the metrics of `interp.metrics` (first-token loss, candidate loss, shuffle gaps,
 accuracies) on a fixed probe, reported with the unablated values alongside.
 
-How it is fast (`effects`): the probe's candidate sequences and its z-shuffled sequences are
+How it is fast (`effects_by_method`): the probe's candidate sequences and its z-shuffled sequences are
 run once with every layer's residual stream and head outputs recorded
 (`interp.fastpath.tree`); ablating heads of layer L then resumes from that record at layer L,
 with the replaced head outputs, for all heads of the layer in one batch. Nothing below L is
@@ -214,22 +214,6 @@ def _ablated_logprobs(model, probe: _Probe, layer: int, masks: Tensor, method: s
 
 
 @torch.no_grad()
-def effects(
-    model: nn.Module,
-    task: Task,
-    idx: Int[Tensor, " n"],
-    alt: Int[Tensor, " n"] | None,
-    comps: list[tuple[str, int, tuple[int, ...]]],
-    method: str,
-    mean_z: list[Tensor] | None = None,
-    table: Tensor | None = None,
-) -> dict[str, dict[str, Tensor]]:
-    """Per-example metrics (as `evaluate_examples`) with each component of `comps` ablated by
-    `method`, plus the unablated ones under the key "clean"."""
-    return effects_by_method(model, task, idx, alt, comps, (method,), mean_z, table)[method]
-
-
-@torch.no_grad()
 def effects_by_method(
     model: nn.Module,
     task: Task,
@@ -240,7 +224,9 @@ def effects_by_method(
     mean_z: list[Tensor] | None = None,
     table: Tensor | None = None,
 ) -> dict[str, dict[str, dict[str, Tensor]]]:
-    """`effects` for several methods at once: the probe's recorded forward is shared by all."""
+    """Per-example metrics (as `evaluate_examples`) with each component of `comps` ablated by each
+    method, plus the unablated ones under the key "clean": {method: {component: metrics}}. The
+    probe's recorded forward is shared by every method."""
     methods = check_methods(methods)
     for method in methods:
         _check_inputs(method, task, mean_z, table)

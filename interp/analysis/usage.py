@@ -57,7 +57,8 @@ def at_step(
     task = run.task
     idx, _ = task.sample(n_examples, run.spec.seed, "probe")
     table = ablation.resample_table(task, run.spec.seed).to(next(model.parameters()).device)
-    per = ablation.effects(model, task, idx, None, [(name, layer, (index,))], "resample", table=table)
+    per = ablation.effects_by_method(model, task, idx, None, [(name, layer, (index,))], ("resample",),
+                                       table=table)["resample"]
     clean = {m: float(v.mean()) for m, v in per["clean"].items()}
     ablated = {m: float(v.mean()) for m, v in per[name].items()}
     heads = patching.at_step(run, step, model=model, n_pairs=n_pairs, kinds=("heads",))["patching_heads"]

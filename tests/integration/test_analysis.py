@@ -298,7 +298,7 @@ def test_fast_ablation_equals_the_hook_path_exactly(task, model, method):
     idx, alt = task.sample(17, 0)
     comps = ablation.components(model.cfg.n_layers, model.cfg.n_heads)
     extra = _extra(method, model, task)
-    fast = ablation.effects(model, task, idx, alt, comps, method, **extra)
+    fast = ablation.effects_by_method(model, task, idx, alt, comps, (method,), **extra)[method]
     slow = _hook_effects(model, task, idx, alt, comps, method, **extra)
     assert set(fast) == set(slow)
     for name in slow:
