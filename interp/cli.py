@@ -77,8 +77,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     from interp.devices import check_device, check_fits
     from interp.runs import Run, check_new_folder
 
-    if args.out is not None and args.out.strip() == "":
-        raise InterpError("--out must be a non-empty path")
     overrides = _overrides(args)
     if args.resume:
         if args.preset is not None:
@@ -157,8 +155,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    if args.folder.strip() == "":
-        raise InterpError("the folder to list must be a non-empty path (default: checkpoints)")
     from interp.collections.folders import discover
     from interp.formatting import fmt
 
@@ -166,20 +162,20 @@ def cmd_ls(args: argparse.Namespace) -> int:
     root, summaries, sweep_rows, broken = found.root, found.runs, found.collections, found.broken
     if args.json:
         print(json.dumps(summaries + sweep_rows + [{"path": str(p), "error": e} for p, e in broken], indent=2))
-        return 1 if broken else 0
+        return _ls_damaged(found)
     if not summaries and not broken and not sweep_rows:
         print(f"no runs or sweeps in {root}")
         return 0
     for row in sweep_rows:
         if row["kind"] == "fork family":
-            print(f"{Path(row['path']).name:<24} fork family: {row['done']}/{row['forks']} forks done, "
-                  f"parent {row['parent']}")
+            print(f"{Path(row['path']).name:<24} fork family: {row['done']}/{row['forks']} forks done"
+                  + (f", {row['damaged']} damaged" if row.get("damaged") else "") + f", parent {row['parent']}")
             continue
         print(f"{Path(row['path']).name:<24} sweep: {row['runs']} runs ({row['done']} done, {row['running']} running, "
               f"{row['failed']} failed" + (f", {row['damaged']} damaged" if row.get("damaged") else "")
               + f"), axes {', '.join(row['axes'])}")
     if not summaries and not broken:
-        return 0
+        return _ls_damaged(found)
     header = f"{'run':<24} {'direction':<9} {'K':>3} {'D':>7} {'seed':>4} {'ckpts':>5} {'last':>7} " \
              f"{'tau_half':>8} {'final Lc/logK':>13}"
     print(header)
@@ -191,7 +187,18 @@ def cmd_ls(args: argparse.Namespace) -> int:
               f"{fmt(s['tau_half']):>8} {fmt(final, '.4f'):>13}")
     for path, error in broken:
         print(f"{path.name:<24} unreadable: {error}")
-    return 1 if broken else 0
+    return _ls_damaged(found)
+
+
+def _ls_damaged(found) -> int:
+    """Name each damaged run `interp ls` listed (a lone run, a sweep's run, a family's fork) on stderr,
+    as the status commands do; the exit status: 1 when something is damaged or unreadable."""
+    for path, error in found.damaged:
+        name = path.relative_to(found.root) if path.is_relative_to(found.root) and path != found.root else path
+        print(f"interp: damaged run: {name}: {error}", file=sys.stderr)
+    if found.damaged:
+        print(f"interp: {len(found.damaged)} damaged run(s) listed", file=sys.stderr)
+    return 1 if found.broken or found.damaged else 0
 
 
 # ---------------------------------------------------------------------------- analyze
@@ -200,6 +207,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from interp.devices import check_device
 
     names = registry.parse_only(args.only)
+    registry.require_extras(names)  # an analysis whose pip extra is missing: one refusal, before any work
     options = {o.dest: getattr(args, o.dest, None) for o in registry.options()}
     from interp.cli_sweep import EXECUTOR_FLAGS, cmd_analyze_sweep
     from interp.collections.folders import RUN, kind_of, open as open_folder
@@ -218,7 +226,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     result = run_suite(run, only=names, steps=args.steps, options=options, device=args.device,
                        progress=not args.quiet and not args.json, cache=not args.no_cache)
     for line in result.notes + result.problems:
-        print(f"interp: warning: {line}", file=sys.stderr)
+        _warn(line)
     if args.json:
         tables = {name: json.loads(df.to_json(orient="records")) for name, df in result.tables.items()}
         print(json.dumps({"findings": result.findings, "tables": tables, "notes": result.notes,
@@ -236,6 +244,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- report / timeline
+def _warn(note: str) -> None:
+    """A note the analyses left (a cache entry not used, a step not analysed), said as `interp analyze` says it."""
+    print(f"interp: warning: {note}", file=sys.stderr)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from interp.devices import check_device
     from interp.files import check_output_file
@@ -277,7 +290,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     run = Run.open(args.run)
     print(plan(run, cache=not args.no_cache), file=sys.stderr)  # what it computes and about how long, up front
     start = time.perf_counter()
-    path = write_report(run, Path(args.output), cache=not args.no_cache, device=args.device, progress=not args.quiet)
+    path = write_report(run, Path(args.output), cache=not args.no_cache, device=args.device, progress=not args.quiet,
+                        warn=_warn)  # the page's notes, on stderr too
     print(f"wrote {path.resolve()} in {time.perf_counter() - start:.1f} s")
     return 0
 
@@ -312,7 +326,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     check_device(args.device)
 
     path = write_timeline(Run.open(args.run), Path(args.output), cache=not args.no_cache, device=args.device,
-                          progress=not args.quiet)
+                          progress=not args.quiet, warn=_warn)  # the page's notes, on stderr too
     print(f"wrote {path}")
     return 0
 
@@ -333,12 +347,14 @@ def _typed(option):
 def build_parser() -> argparse.ArgumentParser:
     from interp.presets import PRESETS
 
+    from interp.cli_sweep import path_arg  # every path: an empty or blank one is refused, never the current folder
+
     parser = _Parser(prog="interp", description="Training dynamics of the disambiguation task.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("train", help="train a run (or --resume one) with dense checkpoints")
     p.add_argument("--preset", choices=list(PRESETS), help=f"named configuration (default: {DEFAULT_PRESET})")
-    p.add_argument("--out", help="run folder to create (default: checkpoints/PRESET)")
+    p.add_argument("--out", type=path_arg("--out"), help="run folder to create (default: checkpoints/PRESET)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -346,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("show", help="spec, saved steps, plateau height and tau of a run")
-    p.add_argument("run", help="run folder")
+    p.add_argument("run", type=path_arg("the run folder"), help="run folder")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_show)
 
@@ -355,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="run the analysis suite on a run (cached) and print the findings",
                        description="Analyses: " + registry.describe_all() + ". Exit status 1 when some steps "
                                    "could not be analysed (each is named in a warning).")
-    p.add_argument("run", help="run folder, or a sweep or fork family folder: every finished run of it (each cached "
+    p.add_argument("run", type=path_arg("the run, sweep or fork family folder"),
+                   help="run folder, or a sweep or fork family folder: every finished run of it (each cached "
                                "in its own folder), then its circuit columns and family fits")
     p.add_argument("--only", help="comma-separated subset of: " + ", ".join(registry.REGISTRY)
                    + f" (default: {', '.join(registry.default_names())}); "
@@ -382,8 +399,10 @@ def build_parser() -> argparse.ArgumentParser:
          "timeline.html"),
     ):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("run", help="run folder")
-        p.add_argument("-o", "--output", default=default, help=f"HTML file to write (default: {default})")
+        p.add_argument("run", type=path_arg("the run folder" if name == "timeline" else "the run, sweep or fork family folder"),
+                       help="run folder")
+        p.add_argument("-o", "--output", default=default, type=path_arg(f"the {name} file (-o)"),
+                       help=f"HTML file to write (default: {default})")
         p.add_argument("--device", default="cpu", help="torch device for the analyses (default: cpu)")
         p.add_argument("--no-cache", action="store_true", help="recompute the analyses, write no cache")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -405,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_mechanism_parsers(sub)
 
     p = sub.add_parser("ls", help="one line per run or sweep in a folder")
-    p.add_argument("folder", nargs="?", default="checkpoints")
+    p.add_argument("folder", nargs="?", default="checkpoints", type=path_arg("the folder to list (default: checkpoints)"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_ls)
     return parser

@@ -63,8 +63,6 @@ def cmd_fork(args: argparse.Namespace) -> int:
     for name in ("at", "steps", "out"):
         if getattr(args, name) is None:
             raise InterpError(f"interp fork needs --{name}")
-    if not args.out.strip():
-        raise InterpError("--out must be a non-empty path")
     import torch
 
     from interp.devices import check_device
@@ -99,9 +97,16 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def _single(run, as_json: bool) -> int:
+    from interp.collections.states import examine
     from interp.forks.family import escapes
 
     block = run.fork
+    st = examine(run.path, run.spec)  # read as a family reads its forks: a lost log tail is damage, not censoring
+    if st.state == "damaged":
+        if as_json:
+            print(json.dumps({"run": str(run.path), "status": "damaged", "error": st.error, "fork": block}, default=str))
+        print(f"interp: damaged fork: {run.path}: {st.error}", file=sys.stderr)
+        return 1
     state = (run.status or {}).get("state", "interrupted")
     esc = escapes(run, block["parent_step"], state)
     if as_json:
@@ -122,6 +127,7 @@ def _status(family, as_json: bool) -> int:
     from interp.sweeps.forks import forks
 
     table = family.table()
+    gone = family.parent_problem()  # a made fork needs nothing of its parent: the forks are still read
     comparison = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -131,8 +137,10 @@ def _status(family, as_json: bool) -> int:
             note = str(exc)
     if as_json:
         print(json.dumps({"table": json.loads(table.to_json(orient="records")),
-                          "comparison": None if comparison is None else comparison.to_dict()}))
+                          "comparison": None if comparison is None else comparison.to_dict(), "parent_problem": gone}))
     else:
+        if gone:
+            print(f"parent {family.design['parent']}: missing ({gone}); the forks are read from their own folders")
         for r in table.to_dict("records"):
             label = r["arm"] + (f":{r['arm_params']}" if r["arm_params"] else "")
             half = ("-" if r["escape_half"] != r["escape_half"] else f"{r['escape_half']:.0f}")
@@ -148,7 +156,7 @@ def _status(family, as_json: bool) -> int:
 
 
 def add_parsers(sub) -> None:
-    from interp.cli_sweep import _positive_int, add_executor_flags
+    from interp.cli_sweep import _positive_int, add_executor_flags, path_arg
     from interp.forks.arms import ARMS
     from interp.spec import CHECKPOINT_DTYPES
 
@@ -158,12 +166,13 @@ def add_parsers(sub) -> None:
                     "folder); lists (--at 450,600 --arm minibatch,full_batch --seed 0,1,2) make a family of forks "
                     "trained like a sweep; interp fork status DIR shows a family's table and the comparison of its "
                     "arms. Arms: " + "; ".join(f"{name}: {d.doc}" for name, d in ARMS.items()) + ". docs/forks.md.")
-    p.add_argument("target", nargs="*", help="RUN, or: status FAMILY_FOLDER")
+    p.add_argument("target", nargs="*", type=path_arg("the run or fork family folder"),
+                   help="RUN, or: status FAMILY_FOLDER")
     p.add_argument("--at", help="fork step(s): saved steps, tau/2 (any tau/N, F*tau), pre, mid, post, comma-separated")
     p.add_argument("--arm", help="arm(s): NAME[:key=value,...], comma-separated (default: continue)")
     p.add_argument("--seed", type=_ints("fork seeds"), help="fork seed(s): the batch and noise streams (default: 0)")
     p.add_argument("--steps", type=_positive_int, help="the horizon: steps after the fork step")
-    p.add_argument("--out", help="the fork's run folder, or the family folder")
+    p.add_argument("--out", type=path_arg("--out"), help="the fork's run folder, or the family folder")
     p.add_argument("--gamma-every", type=_non_negative, default=0,
                    help="measure the realised update power Gamma, summed every K steps of the window (0: off); the "
                         "clean shadow costs one full-gradient pass at every step of the window (minibatch arms)")

@@ -22,6 +22,18 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc).replace("invalid literal for int() with base 10", "invalid int value"))
 
 
+def path_arg(what: str):
+    """The argparse type of every path a command takes: an empty or blank path (which would mean the
+    current folder) is refused in one line, "WHAT must be a non-empty path", before anything is read."""
+    def parse(text: str) -> str:
+        if not text.strip():  # raised as argparse's own one-line error (a type's ValueError would say "invalid")
+            raise argparse.ArgumentError(None, f"{what} must be a non-empty path, got {text!r}")
+        return text
+
+    parse.__name__ = what
+    return parse
+
+
 def _per_run(what: str, least: str):
     """An argparse type: a finite number > 0 (`least` "> 0") or >= 0, named in the error."""
     import math
@@ -269,9 +281,9 @@ def add_parsers(sub) -> None:
                                    "interp sweep status sweeps/k. Exit status 1 when a run failed or is damaged (it is "
                                    "skipped, the others go on); runs another process is training are skipped "
                                    "(exit 0).")
-    p.add_argument("target", nargs="*", help="SWEEP_FOLDER, or: status SWEEP_FOLDER")
+    p.add_argument("target", nargs="*", type=path_arg("the sweep folder"), help="SWEEP_FOLDER, or: status SWEEP_FOLDER")
     p.add_argument("--preset", help=f"a run preset (the base) or a sweep preset (default: {DEFAULT_PRESET})")
-    p.add_argument("--out", help="sweep folder to create or extend")
+    p.add_argument("--out", type=path_arg("--out"), help="sweep folder to create or extend")
     p.add_argument("--grid", action="append", metavar="FIELD=V1,V2", help="a grid axis by dotted field "
                    "(task.k, task.n_bases, train.lr, train.batch_size, seed, task.direction, model.n_layers, ...)")
     p.add_argument("--point", action="append", metavar="FIELD=V,FIELD=V", help="an explicit point (repeatable)")
@@ -285,7 +297,7 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("scaling", help="the family-level fits of a sweep: scaling law, fixed D, noise, asymmetry, "
                                        "selector sharing")
-    p.add_argument("sweep", help="sweep folder")
+    p.add_argument("sweep", type=path_arg("the sweep folder"), help="sweep folder")
     p.add_argument("--y", default="tau_half", choices=["tau_half", "tau_window"], help="the plateau measure")
     p.add_argument("--json", action="store_true", help="every fit as JSON")
     p.set_defaults(func=cmd_scaling)

@@ -7,6 +7,7 @@ that grows (training in progress) or is replaced (a resume's rewrite) is read af
 is not read at all. A file whose mtime lies within RACY_NS of the moment it was parsed could change again
 in the same timestamp tick, unseen by its version, so it is read (not parsed) again and compared by
 hash until it is older than that. Nothing is written: a read-only run folder reads as any other.
+`check_complete(run)` is the one check that a log holds all the run says it reached (a lost tail is damage).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from interp.errors import InterpError
+from interp.run_layout import MANIFEST_FILE, METRICS_FILE, RESUME_FILE, STATUS_FILE
 
 Version = tuple[int, int, int, int, int]
 KEPT = 256  # logs kept parsed, the least recently read dropped first (a few hundred rows each)
@@ -94,6 +96,30 @@ def rows(path: Path) -> tuple[dict, ...]:
     while len(_KEPT) > KEPT:
         _KEPT.popitem(last=False)
     return parsed.rows
+
+
+def check_complete(run) -> None:
+    """Refuse a run whose log lost its tail, naming the file (InterpError): training logs a step's row
+    before it saves that step's checkpoint or ends its session there, so a log that stops before the last
+    step manifest.json lists or status.json says the run reached was cut short, and everything read from
+    it (tau, escapes, censoring) would be wrong. The one check of a run's completeness: every reader of a
+    finished or interrupted run's log (collection states, `interp fork status`, `interp mechanisms`) uses it."""
+    status = run.status or {}
+    said = status.get("last_step")
+    claims = [(max(run.steps), MANIFEST_FILE)] if run.steps else []
+    if isinstance(said, int) and not isinstance(said, bool):
+        claims.append((said, STATUS_FILE))
+    if not claims:
+        return
+    reached, source = max(claims, key=lambda c: (c[0], c[1] == STATUS_FILE))
+    path = run.path / METRICS_FILE
+    last = max((row["step"] for row in rows(path)), default=None)
+    if last is None and not status and not (run.path / RESUME_FILE).exists():
+        return  # a folder being made (a fork's first checkpoint is written before its first row): nothing trained
+    if last is None or last < reached:
+        ends = "has no rows" if last is None else f"ends at step {last}"
+        raise InterpError(f"{path} {ends}, but {source} says the run reached step {reached}: the log lost its "
+                          f"tail (restore it, or train the run again into a new folder); damaged, left out")
 
 
 def forget() -> None:

@@ -133,15 +133,37 @@ def kept_state(run, step: int):
     return state
 
 
+def _steps_to_keep(keep) -> list[int]:
+    """`keep` as sorted steps: one step (an int) or an iterable of whole numbers (20.0 is step 20). A string
+    is refused, not read: iterating "40" would keep steps 4 and 0 and delete the state at 40."""
+    import numbers
+
+    allowed = "keep must be a step or a list of steps (whole numbers), e.g. drop_states(run, [500])"
+    if isinstance(keep, numbers.Integral) and not isinstance(keep, bool):
+        keep = [keep]
+    if isinstance(keep, (str, bytes)) or not hasattr(keep, "__iter__"):
+        what = f"{keep!r} is a string" if isinstance(keep, (str, bytes)) else f"got {keep!r}"
+        raise InterpError(f"drop_states: {allowed}; {what}")
+    steps = []
+    for step in list(keep):
+        whole = (isinstance(step, numbers.Integral) or (isinstance(step, numbers.Real) and float(step).is_integer()))
+        if isinstance(step, bool) or not whole:
+            what = f"{step!r} is a string" if isinstance(step, (str, bytes)) else f"{step!r} is not a whole number"
+            raise InterpError(f"drop_states: {allowed}; {what}")
+        steps.append(int(step))
+    return sorted(set(steps))
+
+
 def drop_states(run, keep) -> list[int]:
-    """Delete the states kept at every step but those in `keep` (steps that keep one), and return the
-    steps dropped: a run trained with --save-optimizer keeps about three times its float32 weights per
-    checkpoint, and most uses need a few (the shipped demo keeps the one at tau/2, where its forks
-    start). The manifest stops listing them first, so an interruption leaves at worst unlisted files."""
+    """Delete the states kept at every step but those in `keep` (one step, or an iterable of steps that keep
+    one; a string is refused), and return the steps dropped: a run trained with --save-optimizer keeps about
+    three times its float32 weights per checkpoint, and most uses need a few (the shipped demo keeps the one
+    at tau/2, where its forks start). `keep` is checked before anything is touched; the manifest then stops
+    listing the dropped states first, so an interruption leaves at worst unlisted files."""
     from interp.run_layout import FORMAT, MANIFEST_FILE
 
+    keep = _steps_to_keep(keep)
     kept = kept_steps(run)
-    keep = sorted({int(step) for step in keep})
     missing = [step for step in keep if step not in kept]
     if missing:
         raise InterpError(f"{run.path} keeps no state at step {', '.join(map(str, missing))}; it keeps states at "

@@ -27,11 +27,10 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from transformer_lens.utilities import get_act_name
 
-from interp.analysis.common import across_of, head_name
+from interp.analysis.common import across_of, get_act_name, head_name
 from interp.analysis.findings import Rows
-from interp.analysis.registry import ABLATION_METHODS, parse_methods
+from interp.analysis.registry import ABLATION_METHODS, N_EXAMPLES, Analysis, Option, parse_methods
 from interp.errors import InterpError
 from interp.fastpath import Tree, resume_tree, run_tree, usable
 from interp.metrics import assemble, check_alt_selector, evaluate_examples, summarize, tree_logprobs
@@ -40,7 +39,7 @@ from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import Task
 
-METHODS = ABLATION_METHODS  # the --method choices of its registry entry
+METHODS = ABLATION_METHODS  # the --method choices of its entry (METHOD, below)
 DEFAULTS = {"methods": METHODS, "n_examples": 256}
 DEFAULT_EXAMPLES = DEFAULTS["n_examples"]
 REFERENCE_SIZE = 512
@@ -352,6 +351,12 @@ def at_step(
 
 
 across = across_of("ablation", label=True)  # with a `label` column naming pre, mid, post
+METHOD = Option("method", "methods", "ablation methods, comma-separated (default: all three)", parse_methods,
+                choices=ABLATION_METHODS, metavar="M[,M...]")
+ENTRY = Analysis(
+    "ablation", __name__, "zero, mean and resample ablation of every head and layer at tau/4, tau and 2 tau",
+    steps="pre,mid,post", options=(METHOD, N_EXAMPLES), version=2, order=40, groups=(("circuits", 3),),
+)
 
 
 def at(run: Run, steps="pre,mid,post", method: str | Iterable[str] = "zero", n_examples: int = DEFAULT_EXAMPLES,

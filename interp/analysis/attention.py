@@ -15,9 +15,9 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from transformer_lens.utilities import get_act_name
 
-from interp.analysis.common import across_of, group_examples, probe_groups, segment_names
+from interp.analysis.common import across_of, get_act_name, group_examples, probe_groups, segment_names
+from interp.analysis.registry import Analysis, N_GROUPS
 from interp.runs import Run
 from interp.task import Task
 
@@ -79,6 +79,10 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
 
 
 across = across_of("attention")
+ENTRY = Analysis(
+    "attention", __name__, "mean attention pattern of every head over a fixed probe, every checkpoint",
+    options=(N_GROUPS,), order=20,
+)
 
 
 def evolution(run: Run, steps: int | str | Iterable | None = None, n_groups: int | None = DEFAULT_GROUPS,

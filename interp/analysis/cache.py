@@ -8,7 +8,8 @@ of the canonical JSON of every other field: key, step, checkpoint hash, format a
 exact text). A retrained or replaced checkpoint is recomputed silently; an entry that is
 damaged, edited, unreadable, filed under another key or step, or written without a content
 hash (an older interp) is never used: it is recomputed (or, for `cached`, left out) and named
-in `rejected` and `notes`, which the suite turns into warnings and the report into a line.
+in `rejected` and `notes` (and by analysis and step in `damaged`), which the suite turns into warnings
+and the report into a line.
 
 A cache that cannot be used never stops an analysis: when `RUN/cache` is a file the cache is
 switched off at once, and when a result cannot be written further writes are skipped; either
@@ -51,11 +52,17 @@ def _values(column: pd.Series) -> list:
     return [None if v is pd.NA or v is pd.NaT else v for v in values]  # nullable columns: missing is null
 
 
+NUMPY_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8", "float64", "float32", "bool"})
+
+
 def decode_table(text: str) -> pd.DataFrame:
+    """Each column built at its dtype (numpy's, or pandas' own for the others): three times faster than
+    building the frame and casting it, and the same table (a cached report reads hundreds)."""
     blob = json.loads(text)
-    columns = blob["columns"]
-    df = pd.DataFrame({c: blob["data"][c] for c in columns}, columns=columns)
-    return df.astype({c: t for c, t in zip(columns, blob["dtypes"]) if t != "object"})
+    columns, data = blob["columns"], blob["data"]
+    built = {c: data[c] if t == "object" else np.array(data[c], dtype=t) if t in NUMPY_DTYPES else pd.array(data[c], dtype=t)
+             for c, t in zip(columns, blob["dtypes"])}
+    return pd.DataFrame(built, columns=columns)
 
 
 def content_hash(body: dict) -> str:
@@ -64,14 +71,40 @@ def content_hash(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def old_formats(root) -> list[str]:
+    """One note naming the key folders under `root` (RUN/cache) that an older interp wrote (formats 1
+    and 2: entries without a "format" field or content hash), or none: they are never read, which
+    would otherwise go unsaid (their folder names are not the ones this format looks up)."""
+    old = []
+    for folder in sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else ():
+        for path in sorted(folder.glob("step_*.json")):
+            try:
+                blob = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                continue  # a damaged entry says nothing of its folder's format: the next one may
+            fmt = blob.get("format") if isinstance(blob, dict) else CACHE_FORMAT
+            if fmt is None or (isinstance(fmt, int) and fmt < CACHE_FORMAT):
+                old.append(str(folder))
+            break
+    if len(old) == 1:
+        return [f"cache folder {old[0]} is in an older cache format (before format {CACHE_FORMAT}), not read by "
+                f"this interp: its results are computed again; to clear this note, delete it: rm -r {old[0]}"]
+    shown = ", ".join(old[:3]) + (f" and {len(old) - 3} more" if len(old) > 3 else "")
+    return [f"{len(old)} cache folders are in an older cache format (before format {CACHE_FORMAT}), not read by "
+            f"this interp: {shown}; their results are computed again; to clear this note, delete them (rm -r each), "
+            f"or the whole {root}"] if old else []
+
+
 class ResultCache:
     def __init__(self, run: Run, enabled: bool = True):
         self.run, self.enabled = run, enabled
         self.hits = self.misses = 0  # results read from the cache / computed and stored
         self.rejected: list[str] = []  # "PATH (why): what was done" for every entry that was not used
+        self.damaged: dict[str, dict[int, str]] = {}  # the same, by analysis and step: what a reader names
         self.disabled: str | None = None  # why the cache is off or not written, when it is
         self._writable = True
         self._hashes: dict[int, str] | None = None
+        self._old: list[str] | None = None  # the note on folders of an older format, once looked for
         root = run.path / CACHE_DIR
         if enabled and (root.exists() or root.is_symlink()) and not root.is_dir():
             self.enabled = False
@@ -80,8 +113,11 @@ class ResultCache:
 
     @property
     def notes(self) -> list[str]:
-        """What the caller should tell the user: the cache being off, then each entry not used."""
-        return list(dict.fromkeys(([self.disabled] if self.disabled else []) + self.rejected))
+        """What the caller should tell the user: the cache being off, folders of an older format (never
+        read), then each entry not used."""
+        if self._old is None:
+            self._old = old_formats(self.run.path / CACHE_DIR) if self.enabled else []
+        return list(dict.fromkeys(([self.disabled] if self.disabled else []) + self._old + self.rejected))
 
     def _path(self, key: dict, step: int):
         return self.run.path / CACHE_DIR / key["analysis"] / _digest(key) / f"step_{step:07d}.json"
@@ -92,7 +128,10 @@ class ResultCache:
         return self._hashes.get(step)
 
     def _reject(self, path, why: str, action: str) -> None:
-        self.rejected.append(f"cache entry {path} {why}: {action}")
+        note = f"cache entry {path} {why}: {action}"
+        self.rejected.append(note)
+        # the place `_path` gave it: cache/ANALYSIS/KEY/step_NNNNNNN.json
+        self.damaged.setdefault(path.parent.parent.name, {})[int(path.stem.split("_")[1])] = note
 
     def load(self, key: dict, step: int, action: str = "recomputed") -> dict[str, pd.DataFrame] | None:
         """The tables cached under (`key`, `step`), or None: none cached, a stale checkpoint hash

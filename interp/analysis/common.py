@@ -20,6 +20,14 @@ from interp.task import Task
 from interp.transition import RELATIVE_STEPS, tau
 
 
+def get_act_name(name: str, layer: int) -> str:
+    """TransformerLens's name of a hook, e.g. blocks.0.attn.hook_z. Imported when first needed: TransformerLens
+    loads transformers (seconds), which reading cached results (a report, a card) never needs."""
+    from transformer_lens.utilities import get_act_name as act_name
+
+    return act_name(name, layer)
+
+
 def segment_names(task: Task) -> list[str]:
     """The segment each position belongs to (BOS, B, SEP, z, SEP2, A, EOS)."""
     names = [""] * task.layout.length

@@ -1,6 +1,6 @@
 """Headline findings from the analysis tables and their human summary: `findings` and
 `summary_rows` walk the registry, calling each analysis's own pair of functions (`findings` and
-`rows` in its module, named by its entry): the routing head, when it carries z and when z is
+`rows` in its module, found by those names): the routing head, when it carries z and when z is
 used, the ablation effect around tau, the collective snap, the top patched head, the geometry.
 Every caller (the CLI, the report) renders the same rows. What several analyses share lives here.
 
@@ -72,8 +72,8 @@ def findings(run: Run, tables: dict[str, pd.DataFrame], t: int | None, unreadabl
         out["unreadable_steps"] = sorted(int(s) for s in unreadable)
     for entry in registry.REGISTRY.values():
         present = [tables.get(name) for name in entry.table_names]
-        if entry.findings and any(df is not None and not df.empty for df in present):
-            out.update(registry.resolve(entry.findings)(run, tables, t, out))
+        if any(df is not None and not df.empty for df in present) and (own := entry.hook("findings")) is not None:
+            out.update(own(run, tables, t, out))
     return out
 
 
@@ -81,6 +81,6 @@ def summary_rows(found: dict, tables: dict[str, pd.DataFrame] | None = None) -> 
     """The findings as (label, text) rows: the one rendering used by `interp analyze` and the report."""
     rows: Rows = []
     for entry in registry.REGISTRY.values():
-        if entry.describe:
-            rows.extend(registry.resolve(entry.describe)(found, tables or {}))
+        if (own := entry.hook("rows")) is not None:
+            rows.extend(own(found, tables or {}))
     return rows

@@ -57,6 +57,7 @@ from torch.func import functional_call, grad, jvp, vmap
 
 from interp.analysis.common import across_of, group_examples, probe_groups
 from interp.analysis.selector_snr import selector_snr
+from interp.analysis.registry import Analysis, N_EXAMPLES, N_GROUPS, Option, parse_switch
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.seeding import torch_generator
@@ -488,3 +489,11 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
 
 
 across = across_of("gradients")
+CURVATURE = Option("curvature", "curvature", "gradients: also the minibatch noise along the Hessian's v_max and v_min "
+                   "(a small Lanczos run per checkpoint, cached; default off)", parse_switch, choices=("on", "off"),
+                   metavar="on|off")
+ENTRY = Analysis(
+    "gradients", __name__, "full-gradient norm, minibatch noise and its ratio, per-example coherence, noise along "
+    "directions, selector gradient SNR",
+    default=False, stream="gradients", options=(N_EXAMPLES, N_GROUPS, CURVATURE), order=130, groups=(("diagnostics", 5),),
+)

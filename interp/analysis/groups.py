@@ -19,6 +19,7 @@ from torch import nn
 
 from interp.analysis.common import TAU_FRACTIONS, across_of, group_examples, probe_groups
 from interp.analysis.findings import Rows
+from interp.analysis.registry import Analysis, N_GROUPS
 from interp.metrics import evaluate_examples
 from interp.runs import Run
 from interp.task import Task
@@ -62,6 +63,10 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
 
 
 across = across_of("groups")
+ENTRY = Analysis(
+    "groups", __name__, "per-group candidate accuracy at fractions of tau and through the transition window",
+    steps="transition", options=(N_GROUPS,), order=30, groups=(("circuits", 4),),
+)
 
 
 def snap_steps(acc: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:

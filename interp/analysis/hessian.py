@@ -40,6 +40,7 @@ from interp.analysis.findings import Rows
 from interp.analysis.hvp import OPERATOR_DEFAULTS, HessianOperator, moved
 from interp.analysis.lanczos import MAXITER, TOL, both_ends, extreme_eigenpairs
 from interp.analysis.params import component_of, component_order, part_rank
+from interp.analysis.registry import Analysis, N_EXAMPLES
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.seeding import torch_generator
@@ -193,14 +194,7 @@ def at_step(
     k: int = DEFAULTS["k"],
     restrict: str | Sequence[str] | None = DEFAULTS["restrict"],
     device: str = "cpu",
-    chunk_size: int = DEFAULTS["chunk_size"],
-    tol: float = DEFAULTS["tol"],
-    maxiter: int | None = DEFAULTS["maxiter"],
-    dtype: str = DEFAULTS["dtype"],
-    method: str = DEFAULTS["method"],
-    forward: str = DEFAULTS["forward"],
-    product: str = DEFAULTS["product"],
-    graph_memory_mb: int | float = DEFAULTS["graph_memory_mb"],
+    **solver,
 ) -> dict[str, pd.DataFrame]:
     """Hessian extremes and escape masses of the checkpoint at `step`.
 
@@ -210,8 +204,9 @@ def at_step(
       n_examples    size of the fixed sample from the "hessian" stream (None: all D examples).
       k             eigenpairs from each end; restrict: None (all parameters) or components
                     ("L0H3", "L0", "L0.mlp", "mlp", "attn", "embed", "unembed", "ln", lists).
-      chunk_size, tol, maxiter, dtype, method, forward, product, graph_memory_mb: see DEFAULTS
-                    (the last three change the time and memory, not the numbers beyond float rounding).
+      solver        chunk_size, tol, maxiter, dtype, method, forward, product, graph_memory_mb: passed to
+                    `spectrum` (DEFAULTS where not given; the last three change the time and memory, not the
+                    numbers beyond float rounding).
     Returns {"hessian": ..., "hessian_escape": ...}:
       hessian: one row per eigenpair: step, which ("top"/"bottom"), rank (0 = most extreme),
         eigenvalue (nats / param^2), residual (||Hv - lambda v||, same unit), converged (bool),
@@ -231,9 +226,7 @@ def at_step(
         model = run.model(step, device=device)
     elif next(model.parameters()).device != torch.device(device):
         model = moved(model, device)
-    res = spectrum(model, task.tokens[idx], task.layout.loss_pos, k=k, restrict=restrict, seed=run.spec.seed,
-                   chunk_size=chunk_size, tol=tol, maxiter=maxiter, dtype=dtype, method=method,
-                   forward=forward, product=product, graph_memory_mb=graph_memory_mb)
+    res = spectrum(model, task.tokens[idx], task.layout.loss_pos, k=k, restrict=restrict, seed=run.spec.seed, **solver)
     rows = []
     for ext, label in ((res["top"], "top"), (res["bottom"], "bottom")):
         for rank in range(k):
@@ -254,6 +247,12 @@ def at_step(
 
 across_tables = across_of("hessian")  # both tables
 across = across_of("hessian", table="hessian")
+ENTRY = Analysis(
+    "hessian", __name__, "loss Hessian extremes by Lanczos, gradient alignment and where the escape direction lives",
+    default=False, tables=("hessian", "hessian_escape"), stream="hessian", options=(N_EXAMPLES,),
+    steps="transition",  # minutes a checkpoint: the plateau (tau/4..tau) and the transition window
+    order=70,
+)
 
 
 def escape_mass(run: Run, step: int, **params) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from interp.analysis.common import across_of, group_examples, probe_groups
 from interp.analysis.representations import decision_residuals, site_names
+from interp.analysis.registry import Analysis, N_GROUPS
 from interp.errors import InterpError
 from interp.metrics import candidate_nll, first_token_nll
 from interp.runs import Run
@@ -109,3 +110,8 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
 
 
 across = across_of("lens")
+ENTRY = Analysis(
+    "lens", __name__,
+    "logit lens at the decision position: first-token and candidate loss read out after each layer",
+    options=(N_GROUPS,), order=120, groups=(("diagnostics", 4),),
+)

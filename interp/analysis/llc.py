@@ -47,6 +47,7 @@ from torch import Tensor, nn
 from interp.analysis import params
 from interp.analysis.common import across_of, head_name
 from interp.analysis.findings import Rows
+from interp.analysis.registry import Analysis, Option, check_heads, parse_heads, positive_int
 from interp.errors import InterpError
 from interp.fastpath.objective import example_losses, fast_objective
 from interp.runs import Run
@@ -68,6 +69,7 @@ COLUMNS = (
     "step", "restrict", "chain", "llc", "llc_mean", "llc_std", "drift", "init_loss", "n_params",
     "chains", "draws", "burnin", "epsilon", "gamma", "n_beta", "batch_size", "init_loss_batches",
 )
+SGLD = ("chains", "draws", "burnin", "epsilon", "gamma", "n_beta", "batch_size", "init_loss_batches")  # sample_llc's
 INSTALL_HINT = "the LLC needs devinterp: pip install -e '.[landscape]'"
 
 LossFn = Callable[[nn.Module, Tensor], Tensor]
@@ -244,15 +246,8 @@ def at_step(
     *,
     model: nn.Module | None = None,
     restrict: str | Sequence[str] = DEFAULTS["restrict"],
-    chains: int = DEFAULTS["chains"],
-    draws: int = DEFAULTS["draws"],
-    burnin: int = DEFAULTS["burnin"],
-    epsilon: float = DEFAULTS["epsilon"],
-    gamma: float = DEFAULTS["gamma"],
-    n_beta: float | None = DEFAULTS["n_beta"],
-    batch_size: int = DEFAULTS["batch_size"],
-    init_loss_batches: int | None = DEFAULTS["init_loss_batches"],
     device: str = "cpu",
+    **sgld,
 ) -> pd.DataFrame:
     """LLC of the checkpoint at `step`, for the whole model and each restricted head.
 
@@ -260,7 +255,8 @@ def at_step(
       run, step   a saved checkpoint; `model` (optional) is that checkpoint already loaded
                   (then `run.model(step)` is not called; devinterp samples deep copies of it).
       restrict    "full" and/or heads "L0H3" (any case), a string or a list.
-      chains, draws, burnin, epsilon, gamma, n_beta, batch_size, init_loss_batches: DEFAULTS.
+      sgld        chains, draws, burnin, epsilon, gamma, n_beta, batch_size, init_loss_batches: passed to
+                  `sample_llc` (DEFAULTS where not given).
     Returns one row per (step, restrict, chain) (tidy: per-chain values are rows):
       step, restrict ("full" or "L0H3"), chain (0..chains-1), llc (that chain's estimate,
       unitless), llc_mean and llc_std (over chains, devinterp's, std with ddof 0; repeated on
@@ -269,6 +265,10 @@ def at_step(
       n_params (parameters sampled), and the settings (n_beta resolved to its value).
     Chains of different steps and restrictions share seeds (common random numbers).
     """
+    unknown = sorted(set(sgld) - set(SGLD))
+    if unknown:
+        raise TypeError(f"at_step() got unexpected keyword argument(s) {', '.join(unknown)}")
+    sgld = {name: sgld.get(name, DEFAULTS[name]) for name in SGLD}
     step = run.resolve_step(step)
     if model is None:
         model = run.model(step, device=device)
@@ -281,15 +281,13 @@ def at_step(
         masks = param_masks(model, name)
         res = sample_llc(
             model, input_ids, lambda m, ids: output_token_loss(m, ids, loss_pos), masks, seed=run.spec.seed,
-            chains=chains, draws=draws, burnin=burnin, epsilon=epsilon, gamma=gamma, n_beta=n_beta,
-            batch_size=batch_size, init_loss_batches=init_loss_batches, device=device,
+            device=device, **sgld,
         )
         frames.append(pd.DataFrame({
-            "step": step, "restrict": name, "chain": np.arange(chains), "llc": res["chain_values"],
+            "step": step, "restrict": name, "chain": np.arange(sgld["chains"]), "llc": res["chain_values"],
             "llc_mean": res["llc_mean"], "llc_std": res["llc_std"], "drift": res["drift"],
-            "init_loss": res["init_loss"], "n_params": _n_selected(model, masks), "chains": chains,
-            "draws": draws, "burnin": burnin, "epsilon": epsilon, "gamma": gamma, "n_beta": res["n_beta"],
-            "batch_size": batch_size, "init_loss_batches": res["init_loss_batches"],
+            "init_loss": res["init_loss"], "n_params": _n_selected(model, masks),
+            **sgld, "n_beta": res["n_beta"], "init_loss_batches": res["init_loss_batches"],  # as resolved
         }))
     return pd.concat(frames, ignore_index=True)[list(COLUMNS)]
 
@@ -303,6 +301,15 @@ def check_params(params: dict) -> dict:
 
 
 across = across_of("llc")
+HEADS = Option("heads", "restrict", "heads for the per-head LLC, e.g. L0H3,L0H1 (the whole model's is added)",
+               parse_heads, metavar="LxHy[,...]", check=check_heads)
+CHAINS = Option("chains", "chains", "SGLD chains of the LLC (default: 4)", positive_int, metavar="N")
+DRAWS = Option("draws", "draws", "SGLD draws per chain of the LLC (default: 120)", positive_int, metavar="N")
+ENTRY = Analysis(
+    "llc", __name__, "local learning coefficient (devinterp SGLD), whole model and per head",
+    default=False, shares_model=False, steps="transition", stream="llc", options=(HEADS, CHAINS, DRAWS),
+    extra="landscape", order=80,
+)
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:

@@ -18,6 +18,7 @@ filled with the corrupted value.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pandas as pd
 import torch
@@ -26,6 +27,7 @@ from torch import Tensor, nn
 
 from interp.analysis.common import across_of, head_name, segment_names, select_steps
 from interp.analysis.findings import Rows
+from interp.analysis.registry import Analysis, N_PAIRS
 from interp.fastpath import base_cache, resume_from_resid, resume_from_z, resume_from_z_at
 from interp.formatting import fmt
 from interp.runs import Run
@@ -55,26 +57,28 @@ def logit_diff(
     return logits.gather(-1, good.view(-1, 1))[:, 0] - logits.gather(-1, bad.view(-1, 1))[:, 0]
 
 
-def _prepare(model, clean, corrupt, good, bad, pos):
-    """Cached clean and corrupted runs (truncated at `pos`) and their mean logit differences."""
-    clean_cache = base_cache(model, clean[:, : pos + 1])
-    corrupt_cache = base_cache(model, corrupt[:, : pos + 1])
-    clean_ld = logit_diff(clean_cache.logits, good, bad).mean()
-    corrupt_ld = logit_diff(corrupt_cache.logits, good, bad).mean()
-    return clean_cache, corrupt_cache, clean_ld, corrupt_ld
+def _patching(tables: Callable[..., dict[str, Tensor]]) -> Callable[..., dict[str, Tensor]]:
+    """A patching function of `(model, clean, corrupt, good, bad, pos)` made of `tables(model, clean, clean_cache,
+    corrupt_cache, corrupt_ld, good, bad, pos)`: the clean and corrupted runs are cached once (truncated at
+    `pos`), and their mean logit differences ("clean", "corrupt") returned after the tables."""
+
+    @torch.no_grad()
+    def patch(model: nn.Module, clean: Int[Tensor, "n seq"], corrupt: Int[Tensor, "n seq"], good: Int[Tensor, " n"],
+              bad: Int[Tensor, " n"], pos: int) -> dict[str, Tensor]:
+        clean_cache = base_cache(model, clean[:, : pos + 1])
+        corrupt_cache = base_cache(model, corrupt[:, : pos + 1])
+        clean_ld = logit_diff(clean_cache.logits, good, bad).mean()
+        corrupt_ld = logit_diff(corrupt_cache.logits, good, bad).mean()
+        out = tables(model, clean, clean_cache, corrupt_cache, corrupt_ld, good, bad, pos)
+        return {**out, "clean": clean_ld, "corrupt": corrupt_ld}
+
+    patch.__name__, patch.__qualname__, patch.__doc__ = tables.__name__, tables.__qualname__, tables.__doc__
+    return patch
 
 
-@torch.no_grad()
-def patch_residual(
-    model: nn.Module,
-    clean: Int[Tensor, "n seq"],
-    corrupt: Int[Tensor, "n seq"],
-    good: Int[Tensor, " n"],
-    bad: Int[Tensor, " n"],
-    pos: int,
-) -> dict[str, Tensor]:
+@_patching
+def patch_residual(model, clean, clean_cache, corrupt_cache, corrupt_ld, good, bad, pos) -> dict[str, Tensor]:
     """Mean LD with the clean resid_pre patched in at each (layer, position): table [L, seq]."""
-    clean_cache, corrupt_cache, clean_ld, corrupt_ld = _prepare(model, clean, corrupt, good, bad, pos)
     n, n_layers = len(clean), model.cfg.n_layers
     table = corrupt_ld.repeat(n_layers, clean.shape[1]).clone()
     rows = torch.arange(n, device=clean.device)
@@ -84,21 +88,13 @@ def patch_residual(
             resid[:, 0] = clean_cache.resid_pre[layer][:, p]
             logits = resume_from_resid(model, corrupt_cache, layer, resid, p, rows)
             table[layer, p] = logit_diff(logits, good, bad).mean()
-    return {"table": table, "clean": clean_ld, "corrupt": corrupt_ld}
+    return {"table": table}
 
 
-@torch.no_grad()
-def patch_heads(
-    model: nn.Module,
-    clean: Int[Tensor, "n seq"],
-    corrupt: Int[Tensor, "n seq"],
-    good: Int[Tensor, " n"],
-    bad: Int[Tensor, " n"],
-    pos: int,
-) -> dict[str, Tensor]:
+@_patching
+def patch_heads(model, clean, clean_cache, corrupt_cache, corrupt_ld, good, bad, pos) -> dict[str, Tensor]:
     """Mean LD with each head's clean hook_z patched in: at all positions [L, H], and at each
     position [L, seq, H] (the layouts of transformer_lens.patching)."""
-    clean_cache, corrupt_cache, clean_ld, corrupt_ld = _prepare(model, clean, corrupt, good, bad, pos)
     n, n_layers, n_heads = len(clean), model.cfg.n_layers, model.cfg.n_heads
     all_pos = torch.empty(n_layers, n_heads, device=clean.device, dtype=corrupt_ld.dtype)
     by_pos = corrupt_ld.repeat(n_layers, clean.shape[1], n_heads).clone()
@@ -121,7 +117,7 @@ def patch_heads(
             z = torch.where(one_hot.unsqueeze(-1), z_clean[:, p], z_corrupt[:, p])
             logits = resume_from_z_at(model, corrupt_cache, layer, z, p, rows)
             by_pos[layer, p] = logit_diff(logits, good[rows], bad[rows]).view(n_heads, n).mean(-1)
-    return {"all_pos": all_pos, "by_pos": by_pos, "clean": clean_ld, "corrupt": corrupt_ld}
+    return {"all_pos": all_pos, "by_pos": by_pos}
 
 
 def _chunked(fn, pairs: dict[str, Tensor], pos: int, device: str) -> dict[str, Tensor]:
@@ -221,6 +217,10 @@ def at_step(
 
 
 across = across_of("patching")  # {table: DataFrame}
+ENTRY = Analysis(
+    "patching", __name__, "activation patching of the residual stream and of every head at tau",
+    steps="mid", tables=("patching_heads", "patching_residual"), options=(N_PAIRS,), order=50,
+)
 
 
 def heads(run: Run, step: int | str = "last", n_pairs: int = DEFAULT_PAIRS, guard: float = DEFAULT_GUARD,

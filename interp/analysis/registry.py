@@ -1,31 +1,40 @@
-"""The table of analyses: the only place that describes one.
+"""The table of analyses: read from the analysis modules' own declarations, without importing them.
 
 Every part of the toolkit that lists, runs, caches, shows or seeds an analysis reads its
 `Analysis` entry here: the suite (`interp analyze`), the CLI's `--only` choices and options,
 the cache keys, the report (which analyses it shows: their figures are the report's own,
 `interp.report.sections`), the findings and their human summary, and the random streams of
-`interp.seeding`. An analysis is one module with
+`interp.seeding`. An analysis is one module of this package with
 
     DEFAULTS: dict                       # every parameter's default, in this one place
     at_step(run, step, *, model=None, device="cpu", **params) -> DataFrame (or {table: DataFrame})
     across = across_of(NAME)             # interp.analysis.common: at_step over steps (None: the entry's)
+    ENTRY = Analysis(NAME, __name__, ...)  # its entry: steps, options, version, stream, needs, order, groups
 
 and optionally `derive(run, tables) -> {table: DataFrame}` (tables computed from its own,
 e.g. attention mass per segment), `check_params(params) -> params`, `findings(run, tables, tau,
 found) -> dict` (its headline numbers) and `rows(found, tables) -> [(label, text)]` (its rows of
-the human summary), plus one `Analysis` entry below. The entry names, as "module:function"
-strings (resolved only when used), its findings and rows, and declares what the suite must
-provide it (`needs`: the routing head, a reader of the previous checkpoints, the optimizer
-state). Modules are imported only when an analysis runs, so reading the table (for `interp
---help` and every bad-input error) never loads torch.
+the human summary), found by those names. The entry declares what the suite must provide it
+(`needs`: the routing head, a reader of the previous checkpoints, the optimizer state).
+
+The registry finds the modules of this package (`discover`) and reads each one's `ENTRY = Analysis(...)`
+(and the module-level `X = Option(...)` it uses) from its source, evaluated among the registry's
+own names only (`Analysis`, `Need`, `Option`, the shared options, the parse functions, `__name__`),
+so reading the table (for `interp --help` and every bad-input error) never imports an analysis
+module, nor torch. Modules are imported only when an analysis runs. From outside the package, an
+analysis is added with `register(entry)`.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
+import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from interp import seeding
 from interp.errors import InterpError
@@ -111,15 +120,14 @@ def check_heads(heads, spec) -> None:
                               f"(L0H0..L{spec.model.n_layers - 1}H{spec.model.n_heads - 1})")
 
 
+# options shared by analyses (one object each); an option of one analysis is declared in its module
 N_GROUPS = Option("n-groups", "n_groups", "probe size in groups (default: per analysis)", positive_int, metavar="N")
 N_EXAMPLES = Option("n-examples", "n_examples", "examples per probe (default: per analysis; the Hessian's: the whole "
                     "training set)", positive_int, metavar="N")
 N_PAIRS = Option("n-pairs", "n_pairs", "clean / corrupted pairs for patching (default: per analysis)", positive_int,
                  metavar="N")
-CHAINS = Option("chains", "chains", "SGLD chains of the LLC (default: 4)", positive_int, metavar="N")
-DRAWS = Option("draws", "draws", "SGLD draws per chain of the LLC (default: 120)", positive_int, metavar="N")
-METHOD = Option("method", "methods", "ablation methods, comma-separated (default: all three)", parse_methods,
-                choices=ABLATION_METHODS, metavar="M[,M...]")
+
+
 def parse_switch(text) -> bool:
     """on/off (yes/no, true/false, 1/0) as a bool."""
     if isinstance(text, bool):
@@ -130,15 +138,6 @@ def parse_switch(text) -> bool:
     if low in ("off", "no", "false", "0"):
         return False
     raise ValueError(f"takes on or off, got {text!r}")
-
-
-CURVATURE = Option("curvature", "curvature", "gradients: also the minibatch noise along the Hessian's v_max and v_min "
-                   "(a small Lanczos run per checkpoint, cached; default off)", parse_switch, choices=("on", "off"),
-                   metavar="on|off")
-N_DRAWS = Option("n-draws", "n_draws", "updates: pairs of one-step minibatch updates per state (default: 64)",
-                 positive_int, metavar="N")
-HEADS = Option("heads", "restrict", "heads for the per-head LLC, e.g. L0H3,L0H1 (the whole model's is added)",
-               parse_heads, metavar="LxHy[,...]", check=check_heads)
 
 
 # ---------------------------------------------------------------------------- entries
@@ -175,11 +174,11 @@ class Analysis:
     default: bool = True  # run by `interp analyze` without --only (False: minutes of work, asked for)
     options: tuple[Option, ...] = ()  # its command-line options
     stream: str | None = None  # its own random stream in interp.seeding, if it draws one
-    findings: str = ""  # "module:function" (run, tables, tau, found) -> its headline numbers
-    describe: str = ""  # "module:function" (findings, tables) -> its rows of the human summary
     shares_model: bool = True  # may take the suite's loaded checkpoint (False: it changes the weights)
-    extra: str = ""  # pip extra the module needs, named in the error when it is missing
+    extra: str = ""  # pip extra the module needs (a key of EXTRAS), named in the refusal when it is missing
     needs: tuple[Need, ...] = ()  # what the suite provides it besides the run, the step and its parameters
+    order: int = 0  # its place among the package's analyses (--help, the suite, the findings, JSON keys)
+    groups: tuple[tuple[str, int], ...] = ()  # (group, place in it): --only names that stand for it with others
 
     def need(self, what: str) -> Need | None:
         """Its need `what` (one of NEEDS), or None."""
@@ -211,7 +210,11 @@ class Analysis:
         return self.load().at_step
 
     def hook(self, name: str) -> Callable | None:
-        """An optional module function (`derive`), or None."""
+        """An optional module function (`derive`, `findings`, `rows`), or None. A module of this
+        package whose source defines no such function is not imported to find out."""
+        defined = _DEFINED.get(self.module)
+        if defined is not None and name not in defined:
+            return None
         return getattr(self.load(), name, None)
 
     def params(self, options: dict | None = None) -> dict:
@@ -252,9 +255,24 @@ def _jsonable(value):
 
 REGISTRY: dict[str, Analysis] = {}
 
+# names that stand for several analyses in --only, listed in this order; an entry joins one with `groups`
+GROUP_ORDER = (
+    "diagnostics",  # the mechanism diagnostics of docs/diagnostics.md that are cheap enough for every checkpoint
+    "circuits",  # what a sweep's circuit columns read (interp.sweeps.circuits): the routing head and its onsets
+)
+GROUPS: dict[str, tuple[str, ...]] = {}  # group -> its analyses, kept by `register`
+
+# what each pip extra provides, by importable name (the refusal of an analysis whose extra is missing)
+EXTRAS: dict[str, tuple[str, ...]] = {"landscape": ("devinterp",)}
+
 
 def register(entry: Analysis) -> Analysis:
+    """Add an analysis (the package's own are discovered; this is the way in from outside it)."""
     REGISTRY[entry.name] = entry
+    members = sorted(((place, name, group) for name, e in REGISTRY.items() for group, place in e.groups), key=lambda m: m[0])
+    named = dict.fromkeys([*(g for g in GROUP_ORDER if any(m[2] == g for m in members)), *(m[2] for m in members)])
+    GROUPS.clear()
+    GROUPS.update({group: tuple(name for _, name, g in members if g == group) for group in named})
     return entry
 
 
@@ -269,16 +287,6 @@ def default_names() -> tuple[str, ...]:
     return tuple(name for name, entry in REGISTRY.items() if entry.default)
 
 
-# names that stand for several analyses in --only
-GROUPS: dict[str, tuple[str, ...]] = {
-    # the mechanism diagnostics of docs/diagnostics.md that are cheap enough for every checkpoint
-    "diagnostics": ("trajectory", "spectra", "representations", "lens", "gradients"),
-    # what a sweep's circuit columns read (interp.sweeps.circuits): the routing head, its onsets, its
-    # ablation at tau and the collective snap
-    "circuits": ("sensitivity", "usage", "ablation", "groups"),
-}
-
-
 def parse_only(only) -> tuple[str, ...]:
     """Analysis names from "a,b" or a list (a group name of GROUPS stands for its analyses); None
     means every default analysis."""
@@ -291,6 +299,25 @@ def parse_only(only) -> tuple[str, ...]:
         allowed = ", ".join([*REGISTRY, *(f"{g} (= {'+'.join(m)})" for g, m in GROUPS.items())])
         raise InterpError(f"unknown analysis {', '.join(unknown) or '(none)'}; allowed: {allowed}")
     return tuple(dict.fromkeys(names))
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent that cannot be imported, a module without a spec
+        return False
+
+
+def require_extras(names) -> None:
+    """Refuse, before any work, analyses whose pip extra is not installed (each would fail at every step)."""
+    for name in names:
+        entry = get(name)
+        missing = [m for m in EXTRAS.get(entry.extra, ()) if not _importable(m)]
+        if missing:
+            raise InterpError(f"the {name} analysis needs {', '.join(missing)}, which is not installed; "
+                              f"install it with: pip install -e '.[{entry.extra}]'")
 
 
 def options() -> list[Option]:
@@ -309,102 +336,68 @@ def streams() -> tuple[str, ...]:
     return tuple(dict.fromkeys(e.stream for e in REGISTRY.values() if e.stream))
 
 
-seeding.add_streams(streams)  # interp.seeding knows the analyses' streams without importing them
-
-
 def describe_all() -> str:
     """One line per analysis, for --help."""
     return "; ".join(f"{e.name}{'' if e.default else ' (only when asked)'}: {e.summary}" for e in REGISTRY.values())
 
 
-def resolve(path: str) -> Callable:
-    """The function named by "module:function" (findings, summary rows)."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
+# ---------------------------------------------------------------------------- discovery
+_DEFINED: dict[str, frozenset[str]] = {}  # module -> the functions its source defines at module level
+_DECLARATION = re.compile(r"^([A-Z][A-Z0-9_]*) = (Analysis|Option)\(", re.MULTILINE)
 
 
-# ---------------------------------------------------------------------------- the analyses
-register(Analysis(
-    "sensitivity", "interp.analysis.sensitivity",
-    "per-head attention to z and z-share at the decision position, every checkpoint",
-    findings="interp.analysis.sensitivity:findings", describe="interp.analysis.sensitivity:rows",
-    options=(N_GROUPS,),
-))
-register(Analysis(
-    "attention", "interp.analysis.attention",
-    "mean attention pattern of every head over a fixed probe, every checkpoint",
-    options=(N_GROUPS,),
-))
-register(Analysis(
-    "groups", "interp.analysis.groups",
-    "per-group candidate accuracy at fractions of tau and through the transition window",
-    findings="interp.analysis.groups:findings", describe="interp.analysis.groups:rows",
-    steps="transition", options=(N_GROUPS,),
-))
-register(Analysis(
-    "ablation", "interp.analysis.ablation",
-    "zero, mean and resample ablation of every head and layer at tau/4, tau and 2 tau",
-    findings="interp.analysis.ablation:findings", describe="interp.analysis.ablation:rows",
-    steps="pre,mid,post", options=(METHOD, N_EXAMPLES), version=2,
-))
-register(Analysis(
-    "patching", "interp.analysis.patching",
-    "activation patching of the residual stream and of every head at tau",
-    findings="interp.analysis.patching:findings", describe="interp.analysis.patching:rows",
-    steps="mid", tables=("patching_heads", "patching_residual"), options=(N_PAIRS,),
-))
-register(Analysis(
-    "usage", "interp.analysis.usage",
-    "when the routing head's z is used: its resample-ablation cost and patching recovery, every checkpoint",
-    findings="interp.analysis.usage:findings", describe="interp.analysis.usage:rows",
-    needs=(Need("routing_head", "head"),),
-    options=(N_EXAMPLES, N_PAIRS),
-))
-register(Analysis(
-    "hessian", "interp.analysis.hessian",
-    "loss Hessian extremes by Lanczos, gradient alignment and where the escape direction lives",
-    describe="interp.analysis.hessian:rows",
-    default=False, tables=("hessian", "hessian_escape"), stream="hessian", options=(N_EXAMPLES,),
-    steps="transition",  # minutes a checkpoint: the plateau (tau/4..tau) and the transition window
-))
-register(Analysis(
-    "llc", "interp.analysis.llc",
-    "local learning coefficient (devinterp SGLD), whole model and per head",
-    describe="interp.analysis.llc:rows",
-    default=False, shares_model=False, steps="transition", stream="llc", options=(HEADS, CHAINS, DRAWS),
-    extra="landscape",
-))
+def _declared_names() -> dict:
+    """What a declaration may use: the registry's classes, options, parse functions and constants."""
+    names = {k: v for k, v in globals().items() if not k.startswith("_") and (
+        v in (Analysis, Need, Option) or isinstance(v, (Option, str, int, tuple))
+        or (callable(v) and getattr(v, "__module__", None) == __name__ and not isinstance(v, type)))}
+    return {"__builtins__": {}, **names}
 
 
-# ---------------------------------------------------------------------------- mechanism diagnostics
-register(Analysis(
-    "trajectory", "interp.analysis.trajectory",
-    "weight displacement per step, direction consistency and weight norms per component, between checkpoints",
-    needs=(Need("previous_checkpoints", "previous"),),
-))
-register(Analysis(
-    "spectra", "interp.analysis.spectra",
-    "singular values, effective rank, sigma1/sigma2 and nuclear norm of every head's OV and QK circuits",
-    tables=("spectra", "spectra_values"),
-))
-register(Analysis(
-    "representations", "interp.analysis.representations",
-    "within-group (z) and between-group (B) variance of the decision position's residual stream after each layer",
-    options=(N_GROUPS,),
-))
-register(Analysis(
-    "lens", "interp.analysis.lens",
-    "logit lens at the decision position: first-token and candidate loss read out after each layer",
-    options=(N_GROUPS,),
-))
-register(Analysis(
-    "gradients", "interp.analysis.gradients",
-    "full-gradient norm, minibatch noise and its ratio, per-example coherence, noise along directions, "
-    "selector gradient SNR",
-    default=False, stream="gradients", options=(N_EXAMPLES, N_GROUPS, CURVATURE),
-))
-register(Analysis(
-    "updates", "interp.analysis.updates",
-    "drift against diffusion: many paired one-step AdamW updates from the optimizer-complete state",
-    default=False, stream="updates", steps="pre,mid,post", options=(N_DRAWS,), needs=(Need("optimizer_state"),),
-))
+def _statement(source: str, start: int, path: Path) -> ast.expr:
+    """The value of the assignment that starts at `start`: its lines up to the next line at column 0
+    (a closing bracket aside), or, when that does not parse, the whole module's statement."""
+    rest = source[start:].splitlines(keepends=True)
+    end = next((i for i, line in enumerate(rest[1:], 1) if line[:1] not in ("", " ", "\t", "\n", ")", "]")), len(rest))
+    try:
+        return ast.parse("".join(rest[:end])).body[0].value
+    except (SyntaxError, IndexError, AttributeError):
+        line = source.count("\n", 0, start) + 1
+        return next(node.value for node in ast.parse(source, str(path)).body
+                    if isinstance(node, ast.Assign) and node.lineno == line)
+
+
+def read_entry(path: Path, module: str) -> Analysis | None:
+    """The `ENTRY = Analysis(...)` a module's source declares (None without one), read without
+    importing the module: its declarations are evaluated among the registry's own names."""
+    source = path.read_text(encoding="utf-8")
+    declared = {m.group(1): m for m in _DECLARATION.finditer(source)}
+    if "ENTRY" not in declared:
+        return None
+    _DEFINED[module] = frozenset(re.findall(r"^(?:async def |def |class )?(\w+)", source, re.MULTILINE))
+    namespace = {**_declared_names(), "__name__": module}
+    for name, match in declared.items():  # its own options first, then the entry that uses them
+        try:
+            value = eval(compile(ast.Expression(_statement(source, match.start(), path)), str(path), "eval"), namespace)
+        except Exception as exc:  # noqa: BLE001  (a declaration the registry cannot read is a broken package)
+            raise InterpError(f"{path}: {name} cannot be read without importing the module ({exc}); declare it with "
+                              f"the registry's names only (Analysis, Need, Option, the shared options)") from None
+        namespace[name] = value
+    entry = namespace["ENTRY"]
+    if not isinstance(entry, Analysis) or entry.module != module:
+        raise InterpError(f"{path}: ENTRY must be Analysis(NAME, __name__, ...)")
+    return entry
+
+
+def discover() -> list[Analysis]:
+    """The package's analyses: every module of interp.analysis that declares an ENTRY, in their `order`."""
+    folder = Path(__file__).parent
+    package = __name__.rpartition(".")[0]
+    found = [read_entry(folder / f"{info.name}.py", f"{package}.{info.name}")
+             for info in sorted(pkgutil.iter_modules([str(folder)]), key=lambda m: m.name) if not info.ispkg]
+    return sorted((e for e in found if e is not None), key=lambda e: (e.order, e.name))
+
+
+for _entry in discover():
+    register(_entry)
+seeding.add_streams(streams)  # interp.seeding knows the analyses' streams without importing them

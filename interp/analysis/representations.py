@@ -26,6 +26,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.analysis.common import across_of, group_examples, probe_groups
+from interp.analysis.registry import Analysis, N_GROUPS
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.task import Task
@@ -119,3 +120,8 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
 
 
 across = across_of("representations")
+ENTRY = Analysis(
+    "representations", __name__,
+    "within-group (z) and between-group (B) variance of the decision position's residual stream after each layer",
+    options=(N_GROUPS,), order=110, groups=(("diagnostics", 3),),
+)

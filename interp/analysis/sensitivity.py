@@ -22,10 +22,10 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from transformer_lens.utilities import get_act_name
 
-from interp.analysis.common import across_of, group_examples, head_name, probe_groups
+from interp.analysis.common import across_of, get_act_name, group_examples, head_name, probe_groups
 from interp.analysis.findings import Rows, carried_onsets, lead, routing_head  # routing_head: re-exported
+from interp.analysis.registry import Analysis, N_GROUPS
 from interp.formatting import fmt
 from interp.runs import Run
 from interp.task import Task
@@ -124,6 +124,10 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
 
 
 across = across_of("sensitivity")
+ENTRY = Analysis(
+    "sensitivity", __name__, "per-head attention to z and z-share at the decision position, every checkpoint",
+    options=(N_GROUPS,), order=10, groups=(("circuits", 1),),
+)
 
 
 # ---------------------------------------------------------------------------- findings and summary rows

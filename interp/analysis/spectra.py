@@ -21,6 +21,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from interp.analysis.common import across_of
+from interp.analysis.registry import Analysis
 from interp.errors import InterpError
 from interp.runs import Run
 
@@ -143,3 +144,8 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
 
 across_tables = across_of("spectra")  # both tables
 across = across_of("spectra", table="spectra")
+ENTRY = Analysis(
+    "spectra", __name__,
+    "singular values, effective rank, sigma1/sigma2 and nuclear norm of every head's OV and QK circuits",
+    tables=("spectra", "spectra_values"), order=100, groups=(("diagnostics", 2),),
+)

@@ -42,6 +42,7 @@ class SuiteResult:
     cache_hits: int = 0
     cache_misses: int = 0
     missing: dict[str, list[int]] = field(default_factory=dict)  # compute=False: analysis -> steps not cached
+    damaged: dict[str, dict[int, str]] = field(default_factory=dict)  # analysis -> step -> its cache entry not used
 
 
 def routing_head_of(run: Run, store: ResultCache, device: str = "cpu",
@@ -109,7 +110,10 @@ def run_suite(
     goes on.
     """
     options = dict(options or {})
-    entries = [registry.get(n) for n in registry.parse_only(only)]
+    names = registry.parse_only(only)
+    if compute:  # an analysis whose pip extra is missing would fail at every step
+        registry.require_extras(names)
+    entries = [registry.get(n) for n in names]
     for entry in entries:  # option values given as text (e.g. from a script) are parsed as the CLI does
         for option in entry.options:
             for key in (option.dest, option.param):
@@ -201,6 +205,7 @@ def run_suite(
             result.tables.update(derive(run, result.tables))
     result.cache_hits, result.cache_misses = store.hits, store.misses
     result.cache_notes = store.notes
+    result.damaged = store.damaged
     result.notes.extend(store.notes)
     from interp.analysis.findings import findings
 

@@ -15,7 +15,7 @@ each layer's L{l}.b_O, L{l}.mlp, L{l}.ln1 and L{l}.ln2, then ln_final and W_U (W
 is the whole parameter vector. A parameter that fits none of them is an error, never dropped.
 
 Only checkpoint weights are read (no forward pass). The previous two saved steps' checkpoints are
-read through the run (their SHA-256 checked against the manifest); its registry entry needs
+read through the run (their SHA-256 checked against the manifest); its entry (ENTRY, below) needs
 "previous_checkpoints", so the suite and `across` pass a reader that keeps the last few for one
 call, and walking the steps in order reads each checkpoint about once. Sums are in float64.
 """
@@ -34,6 +34,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.analysis.common import across_of
+from interp.analysis.registry import Analysis, Need
 from interp.errors import InterpError
 from interp.names import head_name
 from interp.runs import Run
@@ -262,3 +263,8 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
 
 
 across = across_of("trajectory")
+ENTRY = Analysis(
+    "trajectory", __name__,
+    "weight displacement per step, direction consistency and weight norms per component, between checkpoints",
+    needs=(Need("previous_checkpoints", "previous"),), order=90, groups=(("diagnostics", 1),),
+)

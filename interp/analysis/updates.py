@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from interp.analysis.common import across_of
 from interp.analysis.hvp import deterministic
+from interp.analysis.registry import Analysis, Need, Option, positive_int
 from interp.errors import InterpError
 from interp.optimizer import adamw_math
 from interp.metrics import batch_loss
@@ -254,3 +255,9 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
 
 
 across = across_of("updates")
+N_DRAWS = Option("n-draws", "n_draws", "updates: pairs of one-step minibatch updates per state (default: 64)",
+                 positive_int, metavar="N")
+ENTRY = Analysis(
+    "updates", __name__, "drift against diffusion: many paired one-step AdamW updates from the optimizer-complete state",
+    default=False, stream="updates", steps="pre,mid,post", options=(N_DRAWS,), needs=(Need("optimizer_state"),), order=140,
+)

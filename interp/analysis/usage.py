@@ -17,6 +17,7 @@ from torch import nn
 from interp.analysis import ablation, patching
 from interp.analysis.common import across_of
 from interp.analysis.findings import Rows, lead, used_onsets
+from interp.analysis.registry import Analysis, N_EXAMPLES, N_PAIRS, Need
 from interp.errors import InterpError
 from interp.formatting import fmt
 from interp.names import parse_head
@@ -74,6 +75,11 @@ def at_step(
 
 
 across = across_of("usage")
+ENTRY = Analysis(
+    "usage", __name__,
+    "when the routing head's z is used: its resample-ablation cost and patching recovery, every checkpoint",
+    needs=(Need("routing_head", "head"),), options=(N_EXAMPLES, N_PAIRS), order=60, groups=(("circuits", 2),),
+)
 
 
 # ---------------------------------------------------------------------------- findings and summary rows

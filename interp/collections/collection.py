@@ -31,6 +31,20 @@ def read_description(path, file_name: str, fmt: int, folder: str, described: str
     return data
 
 
+def own_state(path) -> PointState:
+    """The state of a run folder read without its collection's design (a lone run, or a fork listed by
+    `interp ls` without its parent): `examine` against the spec its own run.json holds, so that only
+    its files (unreadable, missing, truncated) can make it damaged."""
+    path = Path(path)
+    if not Run.is_run(path):
+        return examine(path, None)
+    try:
+        run = Run.open(path)
+    except InterpError as exc:
+        return PointState("damaged", str(exc))
+    return examine(path, run.spec)
+
+
 class Collection:
     """The base of `interp.sweeps.sweep.Sweep` and `interp.forks.family.ForkFamily`."""
 

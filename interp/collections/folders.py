@@ -4,7 +4,8 @@ The one rule, by the file that marks each kind: forks.json is a fork family, swe
 sweep, anything else is taken for a run folder, so a folder that is none of them gets the
 run's own one-line error ("... is not a run folder (it has no run.json)", "no run folder at
 ..."). `discover(root)` is what `interp ls` lists: the runs, sweeps and fork families in a
-folder, each read without torch, and the ones that cannot be read with why.
+folder, each read without torch, and the ones that cannot be read or are damaged (a lone run, a
+sweep's run, a family's fork: `interp.collections.states`), with why.
 """
 
 from __future__ import annotations
@@ -55,20 +56,25 @@ class Listing:
     runs: list[dict] = field(default_factory=list)
     collections: list[dict] = field(default_factory=list)
     broken: list[tuple[Path, str]] = field(default_factory=list)
+    damaged: list[tuple[Path, str]] = field(default_factory=list)  # runs read but damaged (a lone run, a point)
 
 
 def sweep_row(path) -> dict:
-    """A sweep's `interp ls` row: its runs counted per state, and its axes."""
+    """A sweep's `interp ls` row: its runs counted per state, its axes, and each damaged run with why."""
+    from interp.collections.states import STATES
     from interp.sweeps.sweep import Sweep
 
     sweep = Sweep.open(path)
-    counts = sweep.counts()
-    return {"path": str(path), "kind": SWEEP, "runs": sum(counts.values()), **counts, "axes": sweep.spec.fields}
+    states = sweep.states()
+    counts = {state: sum(st.state == state for st in states.values()) for state in STATES}
+    return {"path": str(path), "kind": SWEEP, "runs": sum(counts.values()), **counts, "axes": sweep.spec.fields,
+            "damaged_runs": {name: st.error for name, st in states.items() if st.state == "damaged"}}
 
 
 def discover(root) -> Listing:
     """The runs, sweeps and fork families in `root` (or `root` itself when it is one): inside a
     sweep, its runs; inside a fork family, the family. Never loads torch."""
+    from interp.collections.collection import own_state
     from interp.forks.design import is_family, listing
     from interp.runs import Run
     from interp.summary import run_summary
@@ -77,9 +83,14 @@ def discover(root) -> Listing:
     root = Path(root)
     if not root.is_dir():
         raise InterpError(f"no folder at {root}")
+    points = {}  # inside a sweep, its runs' states against its design (a run whose spec is not its point's is damaged)
     if Sweep.is_sweep(root):
         paths = sorted(p for p in root.iterdir() if Run.is_run(p))
         sweeps = []
+        try:
+            points = Sweep.open(root).states()
+        except InterpError:
+            pass
     else:
         paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
         sweeps = sorted(p for p in root.iterdir() if Sweep.is_sweep(p))
@@ -87,12 +98,20 @@ def discover(root) -> Listing:
     out = Listing(root)
     for path in paths:
         try:
-            out.runs.append(run_summary(Run.open(path)))
+            summary = run_summary(Run.open(path))
         except InterpError as exc:
             out.broken.append((path, str(exc)))
+            continue
+        st = points.get(path.name) or own_state(path)
+        summary["damaged"] = st.error if st.state == "damaged" else None
+        out.runs.append(summary)
+        out.damaged += [(path, st.error)] if st.state == "damaged" else []
     for path, row in [*((p, sweep_row) for p in sweeps), *((p, listing) for p in families)]:
         try:
             out.collections.append(row(path))
         except InterpError as exc:
             out.broken.append((path, str(exc)))
+            continue
+        out.damaged += [(path / name, error) for name, error in out.collections[-1]["damaged_runs"].items()]
+    out.damaged = list(dict(out.damaged).items())  # a family's fork listed as a run too is named once
     return out

@@ -5,7 +5,9 @@ status.json says so, with the error), `interrupted` (checkpoints, unfinished, no
 writing), `not started`, or `damaged`: its folder cannot be trusted as this point's run,
 and the reason names the file. Damaged is a run.json that cannot be read or whose spec is
 not the point's spec in sweep.json (the fields are named), a status.json, manifest.json or
-metrics.jsonl that cannot be read, a checkpoint the manifest lists that is missing or of
+metrics.jsonl that cannot be read, a metrics.jsonl gone from a run that trained (it has checkpoints
+and a status or a resume state) or that lost its tail (it ends before the step manifest.json or
+status.json says the run reached: `interp.metrics_log.check_complete`), a checkpoint the manifest lists that is missing or of
 another size, or a folder without run.json that holds files. A damaged run is never
 trained, resumed or fitted; the table shows what its run.json says (or NaN), never what
 sweep.json claims. Reading never takes a lock and never imports torch.
@@ -16,8 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from interp import metrics_log
 from interp.errors import InterpError
-from interp.runs import LOCK_FILE, RUN_FILE, STATES as RUN_STATES, STATUS_FILE, Run, RunLock
+from interp.runs import (LOCK_FILE, METRICS_FILE, RESUME_FILE, RUN_FILE, STATES as RUN_STATES, STATUS_FILE, Run,
+                         RunLock)
 from interp.spec import RunSpec, dotted_names
 
 STATES = ("done", "running", "failed", "damaged", "interrupted", "not started")
@@ -78,12 +82,17 @@ def _check_files(run: Run) -> dict | None:
         size = entry.get("bytes")
         if isinstance(size, int) and file.stat().st_size != size:
             raise InterpError(f"{file} has {file.stat().st_size} bytes; manifest.json says {size}")
+    if not (run.path / METRICS_FILE).exists() and run.steps and (status is not None or (run.path / RESUME_FILE).exists()):
+        raise InterpError(f"{run.path / METRICS_FILE} is missing, but the run has checkpoints up to step "
+                          f"{run.steps[-1]}: its history is lost")
     run.metric_rows()
+    metrics_log.check_complete(run)  # a log that lost its tail: damaged, never censored
     return status
 
 
-def examine(path: str | Path, want: RunSpec) -> PointState:
-    """The state of the point whose spec is `want` and whose run folder is `path`."""
+def examine(path: str | Path, want: RunSpec | None) -> PointState:
+    """The state of the point whose spec is `want` and whose run folder is `path` (`want` None: a folder
+    read without its point's spec, which it is given only when it holds no run.json)."""
     path = Path(path)
     if not Run.is_run(path):
         if not path.exists():

@@ -17,6 +17,16 @@ def counts_text(states: list[str]) -> str:
     return ", ".join(parts) or "no runs"
 
 
+def damaged_rows(table, what: str = "run") -> list[tuple[str, str]]:
+    """A "problem" row naming every damaged run and why (the table's head may not show them all)."""
+    damaged = table[table["status"] == "damaged"]
+    if damaged.empty:
+        return []
+    named = "; ".join(f"{r} ({e})" for r, e in zip(damaged["run"], damaged["error"]))
+    return [("problem", f"{len(damaged)} damaged {what}{'s' if len(damaged) != 1 else ''}, left out of every fit "
+                        f"and verdict: {named}")]
+
+
 def shown_columns(df, first: list[str]) -> list[str]:
     keep = ["run", *first, "status", "steps_run", "tau_half", "tau_window", "plateau_height", "wall_seconds", "error"]
     return [c for c in dict.fromkeys(keep) if c in df.columns]
@@ -32,7 +42,7 @@ def sweep_html(sweep, max_rows: int = 10) -> str:
     if spec.fixed_d is not None:
         axes.append(f"fixed D = {spec.fixed_d} (task.n_bases = D / K)")
     rows = [("folder", str(sweep.path)), ("preset", spec.name or "-"), ("axes", "; ".join(axes) or "none"),
-            ("runs", f"{len(table)}: {counts_text(list(table['status']))}")]
+            ("runs", f"{len(table)}: {counts_text(list(table['status']))}"), *damaged_rows(table)]
     body = frame_table(table[shown_columns(table, spec.fields)], max_rows)
     return card(f"Sweep {sweep.name}", rows, body, notes=["Sweep.table() has every column; interp.scaling fits it."])
 
@@ -45,9 +55,14 @@ def family_html(family, max_rows: int = 10) -> str:
     except InterpError as exc:  # a design no fork can be made from, a parent gone: say so, never raise
         return card(f"Fork family {family.name}", [("folder", str(family.path)), ("problem", str(exc))])
     arms = ", ".join(arm.label for arm in family.arms)
-    rows = [("folder", str(family.path)), ("parent", d["parent"]), ("fork steps", ", ".join(map(str, d["steps"]))),
+    gone = family.parent_problem()
+    rows = [("folder", str(family.path)), ("parent", d["parent"] + (": missing" if gone else "")),
+            ("fork steps", ", ".join(map(str, d["steps"]))),
             ("arms", arms), ("seeds", ", ".join(map(str, d["seeds"]))), ("horizon", f"{d['horizon']} steps"),
-            ("forks", f"{len(table)}: {counts_text(list(table['status']))}")]
+            ("forks", f"{len(table)}: {counts_text(list(table['status']))}"), *damaged_rows(table, "fork")]
+    if gone:
+        rows.append(("problem", f"the parent {d['parent']} cannot be opened ({gone}): the forks are read from their "
+                                f"own folders; forks cannot be made or trained until it is back"))
     cols = [c for c in ("run", "fork_step", "arm", "fork_seed", "status", "escape_half", "censored_escape_half",
                         "escape_snap", "gamma", "error") if c in table.columns]
     body = frame_table(table[cols], max_rows)

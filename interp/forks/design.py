@@ -62,18 +62,14 @@ def design_points(design: dict, arms: list[Arm] | None = None) -> list[tuple[str
 
 
 def listing(path) -> dict:
-    """A family's `interp ls` row: how many of its forks are done, read from their status files
-    (a fork not made yet, or damaged, is not done)."""
-    from interp.runs import Run
+    """A family's `interp ls` row: how many of its forks are done, and which are damaged, read from
+    their own folders (`own_state`: without the parent, so without torch)."""
+    from interp.collections.collection import own_state
 
     path = Path(path)
     design = read_design(path)
-    points = design_points(design)
-    done = 0
-    for name, *_ in points:
-        try:
-            done += (Run.open(path / name).status or {}).get("state") == "done"
-        except InterpError:
-            continue
-    return {"path": str(path), "kind": "fork family", "forks": len(points), "done": done,
-            "parent": design.get("parent")}
+    states = {name: own_state(path / name) for name, *_ in design_points(design)}
+    return {"path": str(path), "kind": "fork family", "forks": len(states),
+            "done": sum(st.state == "done" for st in states.values()), "parent": design.get("parent"),
+            "damaged": sum(st.state == "damaged" for st in states.values()),
+            "damaged_runs": {name: st.error for name, st in states.items() if st.state == "damaged"}}

@@ -3,23 +3,31 @@
     forks/fam/forks.json               the parent, fork steps, arms, seeds, horizon, options
     forks/fam/at500-minibatch-s0/      an ordinary run folder (a fork: `interp.forks.fork`)
     forks/fam/at500-full_batch-s0/
+    forks/fam/.lock                    held (an OS file lock) while forks.json is written and forks are made
 
 Arms without randomness of their own (`continue`, `full_batch`: their class's `seedless`) get
 one fork per step, not one per seed. `ForkFamily.train` first makes every missing fork folder (the state at each fork step
 is computed once: kept, or replayed and verified, `interp.replay`), then hands the
 folders to the executors (`interp.collections.training.train_points`: the local pool or Ray,
-idempotent and resumable; a finished family trains nothing). The table is the sweep table's
+idempotent and resumable; a finished family trains nothing). The same command started twice at
+once makes each fork once (the second waits on the `.lock`) and trains each in one process (a fork
+the other holds is skipped and named, as sweeps do). The table is the sweep table's
 columns plus fork_step, arm, arm_params, fork_seed, horizon, escape_half and escape_snap (steps
 after the fork to tau_half and to the snap), their censored_* flags (never reached within the
 horizon: a lower bound, never a value) and gamma, the realised update power over the window;
 steps_run counts the steps evaluated after the fork (last_step is the absolute last step).
+A family whose parent was moved or deleted is still read (status, table, card, report,
+mechanisms) from its forks' own folders, the parent named as missing (`parent_problem`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import math
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from interp.collections.collection import Collection
@@ -27,7 +35,8 @@ from interp.errors import InterpError
 from interp.files import atomic_write_json
 from interp.forks.arms import Arm
 from interp.forks.design import FAMILY_FILE, FORMAT, design_arms, design_points, read_design
-from interp.forks.fork import DEFAULT_GAMMA_WINDOW, check_out, create_fork, fork_block, fork_spec, resolve_at
+from interp.forks.fork import (DEFAULT_GAMMA_WINDOW, STORAGE, check_out, create_fork, fork_block, fork_spec,
+                               resolve_at)
 from interp.runs import RESUME_FILE, Run, RunLock
 
 __all__ = ["ForkFamily", "escapes", "FAMILY_FILE", "FORMAT"]
@@ -68,15 +77,32 @@ class ForkFamily(Collection):
         family._check(parent, device)  # every point checked before anything is written
         file = out / FAMILY_FILE
         if file.exists():
-            stored = cls.open(out).design
-            if stored != design:
-                raise InterpError(f"{out} holds another fork family (its {FAMILY_FILE} differs); use another folder")
-            return family
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise InterpError(f"{out} exists and is not an empty folder; choose another folder")
+            return family._same_as_stored(parent)
+        _check_empty(out)
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(file, design)
+        with _locked(out):  # the same command started twice at once: the second finds the first's forks.json
+            if file.exists():
+                return family._same_as_stored(parent)
+            _check_empty(out)
+            atomic_write_json(file, design)
         return family
+
+    def _same_as_stored(self, parent: Run) -> ForkFamily:
+        """The family its folder holds, when its forks.json has this design (a setting given or left at the
+        parent's value is the same); refused, naming what differs, if not."""
+        stored = type(self).open(self.path)
+
+        def effective(design: dict) -> dict:
+            settings = design.get("settings")
+            if not isinstance(settings, dict) or any(k not in STORAGE for k in settings):
+                return design  # a hand edit: compared as it is
+            return {**design, "settings": {k: v for k, v in settings.items() if parent.spec.get(f"train.{k}") != v}}
+
+        if effective(stored.design) != effective(self.design):
+            raise InterpError(f"{self.path} holds another fork family: its {FAMILY_FILE} has "
+                              f"{_differences(effective(stored.design), effective(self.design))}; a family keeps the "
+                              f"design it was made with (run it again without the change, or give another --out)")
+        return stored
 
     @classmethod
     def open(cls, path) -> ForkFamily:
@@ -106,6 +132,22 @@ class ForkFamily(Collection):
     def parent(self) -> Run:
         return Run.open(self.design["parent"])
 
+    def parent_problem(self) -> str | None:
+        """Why the parent cannot be opened (moved, deleted, unreadable), or None. Without it the forks are
+        read from their own folders (`states`, `table`: status, the card, the report, mechanisms), since a
+        made fork needs nothing of its parent; making or training forks needs it and is refused."""
+        try:
+            self.parent
+        except InterpError as exc:
+            return str(exc)
+        return None
+
+    def _parent_or_none(self) -> Run | None:
+        try:
+            return self.parent
+        except InterpError:
+            return None
+
     # ------------------------------------------------------------------ points
     def _points(self, parent) -> list[tuple[str, object, dict]]:
         d = self.design
@@ -124,15 +166,28 @@ class ForkFamily(Collection):
                 check_fits(spec, device)
 
     def points(self) -> list[tuple[str, object, dict]]:
-        """(folder name, RunSpec, {"step", "arm", "seed"}) of every fork, in design order."""
-        return self._points(self.parent)
+        """(folder name, RunSpec, {"step", "arm", "seed"}) of every fork, in design order (the RunSpec None
+        when the parent cannot be opened: each fork's is then the one its own run.json holds)."""
+        parent = self._parent_or_none()
+        if parent is None:
+            return [(name, None, {"step": step, "arm": arm, "seed": seed})
+                    for name, step, arm, seed in design_points(self.design, self.arms)]
+        return self._points(parent)
 
     def states(self) -> dict:
         """Every fork's state (`interp.collections.states.examine`); a folder whose fork block is not the
-        point's (another parent step, arm, seed or parent checkpoint) is damaged."""
+        point's (another parent step, arm, seed or parent checkpoint) is damaged. Without the parent
+        (`parent_problem`) each fork is read against its own run.json, and only the parent's checkpoint
+        and spec hashes in its fork block cannot be checked."""
         from interp.collections.states import PointState, examine
 
-        parent = self.parent
+        parent = self._parent_or_none()
+        if parent is None:
+            d = self.design
+            return {name: _without_parent(self.path / name, {
+                "parent": d["parent"], "parent_step": step, "arm": arm.name, "params": arm.kwargs, "seed": seed,
+                "horizon": d["horizon"], "gamma_every": d["gamma_every"], "gamma_window": d["gamma_window"]})
+                for name, step, arm, seed in design_points(d, self.arms)}
         out = {}
         for name, spec, point in self._points(parent):
             st = examine(self.path / name, spec)
@@ -157,22 +212,24 @@ class ForkFamily(Collection):
         from interp.replay import state_at
 
         parent = self.parent
-        states = self.states()
-        todo = [(n, s, p) for n, s, p in self._points(parent)
-                if states[n].state == "not started" and not RunLock(self.path / n).is_locked()]
-        cache: dict[int, tuple] = {}
-        for name, _, point in todo:
-            step = point["step"]
-            if step not in cache:
-                cache[step] = state_at(parent, step, progress)
-            state, source = cache[step]
-            folder = self.path / name
-            if folder.exists():
-                shutil.rmtree(folder)
-            d = self.design
-            create_fork(parent, step, point["arm"], d["horizon"], folder, seed=point["seed"],
-                        gamma_every=d["gamma_every"], gamma_window=d["gamma_window"], settings=d["settings"],
-                        state=state, source=source)
+        waiting = f"interp: another process is making the forks of {self.path}; waiting for it" if progress else None
+        with _locked(self.path, waiting):  # one process makes them; one started with it finds them made
+            states = self.states()
+            todo = [(n, s, p) for n, s, p in self._points(parent)
+                    if states[n].state == "not started" and not RunLock(self.path / n).is_locked()]
+            cache: dict[int, tuple] = {}
+            for name, _, point in todo:
+                step = point["step"]
+                if step not in cache:
+                    cache[step] = state_at(parent, step, progress)
+                state, source = cache[step]
+                folder = self.path / name
+                if folder.exists():
+                    shutil.rmtree(folder)
+                d = self.design
+                create_fork(parent, step, point["arm"], d["horizon"], folder, seed=point["seed"],
+                            gamma_every=d["gamma_every"], gamma_window=d["gamma_window"], settings=d["settings"],
+                            state=state, source=source)
         return len(todo)
 
     def train(self, backend: str = "local", workers: int = 1, threads: int | None = None, device: str = "cpu",
@@ -220,6 +277,68 @@ class ForkFamily(Collection):
                 row.update(circuit_row(st.run, row["status"], bool(row["censored_tau_half"])))
             rows.append(row)
         return table_of(rows)
+
+
+FAMILY_LOCK = ".lock"  # held while forks.json is written and while the fork folders are made
+
+
+def _check_empty(out: Path) -> None:
+    """Refuse a folder that holds anything but the family's lock (and another writer's temporaries)."""
+    if out.exists() and (not out.is_dir() or any(p.name != FAMILY_LOCK and not p.name.endswith(".tmp")
+                                                 for p in out.iterdir())):
+        raise InterpError(f"{out} exists and is not an empty folder; choose another folder")
+
+
+@contextlib.contextmanager
+def _locked(path: Path, waiting: str | None = None):
+    """An exclusive OS lock on the family folder's lock file, waited for (`waiting`: said on stderr first);
+    the operating system releases it with a killed process."""
+    fd = os.open(path / FAMILY_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            if waiting:
+                print(waiting, file=sys.stderr)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _without_parent(path: Path, want: dict):
+    """The state of a fork read from its own folder, its fork block checked against `want` (the design's)."""
+    from interp.collections.collection import own_state
+    from interp.collections.states import PointState
+
+    st = own_state(path)
+    if st.run is None:
+        return st
+    have = st.run.fork or {}
+    diff = sorted(k for k in want if have.get(k) != want[k])
+    if diff:
+        return PointState("damaged", f"{path / 'run.json'}: its fork block differs from the family's point in "
+                                     f"{', '.join(diff)}", spec=st.run.spec)
+    if st.state in ("interrupted", "not started") and not (path / RESUME_FILE).exists():
+        return PointState("not started", spec=st.run.spec)  # made but its state never written
+    return st
+
+
+def _differences(stored: dict, asked: dict) -> str:
+    """"settings.eval_every the parent's (this command asks 2)": what a family run again would change."""
+    parts = []
+    for key in dict.fromkeys([*stored, *asked]):
+        have, want = stored.get(key), asked.get(key)
+        if have == want:
+            continue
+        if key == "settings" and isinstance(have, dict) and isinstance(want, dict):
+            for name in dict.fromkeys([*have, *want]):
+                if have.get(name) != want.get(name):
+                    unset = "the parent's"
+                    parts.append(f"settings.{name} {have.get(name, unset)} (this command asks {want.get(name, unset)})")
+        else:
+            parts.append(f"{key} {have} (this command asks {want})")
+    return "; ".join(parts)
 
 
 def escapes(run, fork_step: int, state: str) -> dict:

@@ -166,12 +166,27 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
     return run
 
 
+def check_settings(out: Path, have, want) -> None:
+    """Refuse to return or resume the fork at `out` when the settings asked (`want`, a RunSpec) are not
+    the ones it was made with (`have`): it would keep its own without a word. As a sweep refuses a
+    changed base spec, the differing fields are named, with both values."""
+    from interp.collections.states import spec_differences
+
+    names = [n for n in spec_differences(have, want) if n != "train.steps"]  # the horizon is in the fork block
+    if names:
+        ours = ", ".join(f"{n}={have.get(n)}" for n in names)
+        asked = ", ".join(f"{n}={want.get(n)}" for n in names)
+        raise InterpError(f"{out} holds this fork made with {ours}; this command asks {asked}: a fork keeps the "
+                          f"settings it was made with (run it again without the change, or give another --out)")
+
+
 def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, seed: int = 0,
          gamma_every: int = 0, gamma_window: int = DEFAULT_GAMMA_WINDOW, settings: dict | None = None,
          device: str = "cpu", progress: bool = True):
     """Fork `run` (a Run or a path) at `at` (a saved step, "tau/2", "pre", ...) under `arm` (a name,
     "NAME:key=value,..." or an Arm) for `steps` steps into the run folder `out`, and train it.
-    Running it again on a finished fork trains nothing; on an interrupted one, resumes it."""
+    Running it again on a finished fork trains nothing; on an interrupted one, resumes it; with other
+    settings (`settings`) than it was made with, it is refused (`check_settings`)."""
     from interp.devices import check_fits
     from interp.forks.arm_steps import fork_stepper
     from interp.forks.arms import parse_arms
@@ -188,7 +203,8 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
     if out is None:
         raise InterpError("a fork needs an output folder (out=...)")
     step = resolve_at(parent, at)
-    check_fits(fork_spec(parent, step, arm, steps, settings), device)  # memory, bfloat16 units: before writing
+    spec = fork_spec(parent, step, arm, steps, settings)
+    check_fits(spec, device)  # memory, bfloat16 units: before writing
     out = Path(out)
     if Run.is_run(out):
         existing = Run.open(out)
@@ -196,6 +212,7 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
         have = {k: v for k, v in (existing.fork or {}).items() if k != "state"}
         if have != {k: v for k, v in want.items() if k != "state"}:
             raise InterpError(f"{out} holds another run or fork; choose another folder")
+        check_settings(out, existing.spec, spec)
         if (existing.status or {}).get("state") == "done":
             return existing
         train(existing, device=device, progress=progress, stepper=fork_stepper)

@@ -45,6 +45,7 @@ class RunEvidence:
     measures: dict[str, Measure] = field(default_factory=dict)
     values: dict[str, float] = field(default_factory=dict)  # also "random_walk_transition"
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # for stderr: damaged cache entries that were recomputed
 
 
 # ---------------------------------------------------------------------------- intervals
@@ -63,11 +64,14 @@ def median_interval(values, seed: int = 0) -> tuple[float, float, float]:
 
 def wilson(successes: float | int, n: int, level: float = LEVEL) -> tuple[float, float]:
     """Wilson score interval of a proportion."""
-    from scipy import stats
-
     if n <= 0:
         return math.nan, math.nan
-    z = float(stats.norm.ppf(0.5 + level / 2))
+    if level == LEVEL:  # scipy.stats.norm.ppf(0.975), bit for bit: importing scipy.stats takes seconds (every report)
+        z = 1.959963984540054
+    else:
+        from scipy import stats
+
+        z = float(stats.norm.ppf(0.5 + level / 2))
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
@@ -106,17 +110,23 @@ def transition_window(run) -> tuple[int, int] | None:
     return facts(run).window
 
 
-def _cached(run, analysis: str, accept=None) -> dict[str, pd.DataFrame]:
+def _cached(run, analysis: str, accept=None, damaged: dict | None = None) -> dict[str, pd.DataFrame]:
+    """The cached tables of `analysis`; its entries that were left out as damaged go into `damaged`
+    ((analysis, step) -> the cache's note), for the caller to name."""
     from interp.analysis.cache import ResultCache
 
     entry = registry.get(analysis)
+    store = ResultCache(run)
     try:
-        return ResultCache(run).cached_any(entry.cache_key(entry.params()), accept=accept)
+        return store.cached_any(entry.cache_key(entry.params()), accept=accept)
     except InterpError:
         return {}
+    finally:
+        if damaged is not None:
+            damaged.update({(name, step): note for name, by_step in store.damaged.items() for step, note in by_step.items()})
 
 
-def _suite(run, only: list[str], steps, progress: bool, notes: list[str]) -> dict[str, pd.DataFrame]:
+def _suite(run, only: list[str], steps, progress: bool, notes: list[str], warnings: list[str]) -> dict[str, pd.DataFrame]:
     from interp.analysis.suite import run_suite
 
     try:
@@ -125,13 +135,28 @@ def _suite(run, only: list[str], steps, progress: bool, notes: list[str]) -> dic
         notes.append(f"{', '.join(only)}: {exc}")
         return {}
     notes.extend(f"{', '.join(only)}: {p}" for p in result.problems)
+    warnings.extend(result.cache_notes)  # a damaged entry recomputed, a cache that could not be used
     return result.tables
+
+
+COMPUTED_HERE = ("groups", "trajectory", "gradients")  # what `run_evidence(compute=True)` computes
+
+
+def _name_damaged(run, ev: RunEvidence, damaged: dict) -> None:
+    """A note for every cache entry left out as damaged, saying what recomputes it."""
+    for (name, _), note in sorted(damaged.items()):
+        redo = (f"interp mechanisms {run.path} without --cached" if name in COMPUTED_HERE
+                else f"interp analyze {run.path} --only {name}")
+        ev.notes.append(f"{note} ({redo} recomputes it)")
 
 
 def run_evidence(run, compute: bool = True, progress: bool = False) -> RunEvidence:
     """The per-run rows of one run (see the module docstring)."""
     from interp.transition import tau_or_none
 
+    from interp.metrics_log import check_complete
+
+    check_complete(run)  # a log that lost its tail: its tau, and every row placed by it, would be wrong
     t = tau_or_none(run)
     ev = RunEvidence(str(run.path), t)
     seed = run.spec.seed
@@ -142,15 +167,18 @@ def run_evidence(run, compute: bool = True, progress: bool = False) -> RunEviden
     plateau = plateau_steps(saved, t)
     tables: dict[str, pd.DataFrame] = {}
     if compute:
-        tables.update(_suite(run, ["groups", "trajectory"], None, progress, ev.notes))
+        tables.update(_suite(run, ["groups", "trajectory"], None, progress, ev.notes, ev.warnings))
         if plateau:  # computed (and cached) at a few plateau steps, then read with whatever else is cached
-            _suite(run, ["gradients"], spread(plateau, GRADIENT_STEPS), progress, ev.notes)
+            _suite(run, ["gradients"], spread(plateau, GRADIENT_STEPS), progress, ev.notes, ev.warnings)
     tables.pop("gradients", None)
-    for name in ("groups", "trajectory", "gradients"):
+    damaged: dict[tuple[str, int], str] = {}
+    for name in COMPUTED_HERE:
         if name not in tables or tables[name].empty:
-            tables.update({k: v for k, v in _cached(run, name).items() if k not in tables or tables[k].empty})
-    curvature = _cached(run, "gradients", accept=lambda p: bool(p.get("curvature"))).get("gradients")
-    hessian = _cached(run, "hessian").get("hessian")
+            cached = _cached(run, name, damaged=damaged)
+            tables.update({k: v for k, v in cached.items() if k not in tables or tables[k].empty})
+    curvature = _cached(run, "gradients", accept=lambda p: bool(p.get("curvature")), damaged=damaged).get("gradients")
+    hessian = _cached(run, "hessian", damaged=damaged).get("hessian")
+    _name_damaged(run, ev, damaged)
 
     # incremental coverage: share of groups >= 80% at tau/2
     groups = tables.get("groups")
@@ -158,7 +186,12 @@ def run_evidence(run, compute: bool = True, progress: bool = False) -> RunEviden
         from interp.analysis.groups import share_above
 
         share = share_above(groups, t, fractions=(0.5,))
-        if not share.empty and abs(int(share["step"].iloc[0]) - t / 2) > HALF_TAU_SLACK * t:
+        picked = abs(int(share["step"].iloc[0]) - t / 2) if not share.empty else math.inf
+        nearer = sorted((abs(s - t / 2), s) for name, s in damaged if name == "groups" and abs(s - t / 2) < picked)
+        if nearer:  # the checkpoint that would have been read is saved, its cached result is damaged (named above)
+            ev.notes.append(f"coverage: the checkpoint nearest τ/2 = {t / 2:.0f} is step {nearer[0][1]}, whose cached "
+                            f"groups result is damaged: not measured (interp mechanisms {run.path} recomputes it)")
+        elif not share.empty and abs(int(share["step"].iloc[0]) - t / 2) > HALF_TAU_SLACK * t:
             ev.notes.append(f"coverage: the checkpoint nearest τ/2 = {t / 2:.0f} is step {int(share['step'].iloc[0])}, "
                             f"more than {HALF_TAU_SLACK:g} τ away: not measured (save checkpoints more densely)")
         elif not share.empty:

@@ -29,6 +29,8 @@ class MechanismTable:
     kind: str  # "run", "sweep" or "fork family"
     rows: list[dict]
     notes: list[str] = field(default_factory=list)
+    damaged: dict[str, str] = field(default_factory=dict)  # run or fork -> why: named, left out of every row
+    warnings: list[str] = field(default_factory=list)  # for stderr: e.g. a damaged cache entry recomputed
 
     COLUMNS = ("key", "mechanism", "quantity", "prediction", "value", "low", "high", "n_runs", "verdict", "why",
                "paper", "detail")
@@ -42,7 +44,7 @@ class MechanismTable:
         from interp.sweeps.fits import jsonable
 
         return jsonable({"source": self.source, "kind": self.kind, "rows": self.rows, "notes": self.notes,
-                         "verdicts": list(VERDICTS)})
+                         "damaged": self.damaged, "verdicts": list(VERDICTS)})
 
     def verdict(self, key: str) -> str:
         return next(r["verdict"] for r in self.rows if r["key"] == key)
@@ -120,7 +122,9 @@ def for_run(run, compute: bool = True, progress: bool = False) -> MechanismTable
     from interp.mechanisms.evidence import run_evidence
 
     ev = run_evidence(run, compute=compute, progress=progress)
-    return build(str(run.path), "run", ev.measures, {}, ev.notes)
+    table = build(str(run.path), "run", ev.measures, {}, ev.notes)
+    table.warnings = ev.warnings
+    return table
 
 
 def for_sweep(sweep, compute: bool = True, progress: bool = False) -> MechanismTable:
@@ -128,8 +132,9 @@ def for_sweep(sweep, compute: bool = True, progress: bool = False) -> MechanismT
 
     table = sweep.table()
     done = table[table["status"] == "done"]
-    notes: list[str] = []
-    skipped = table[table["status"] != "done"]
+    damaged = damaged_points(table)
+    notes: list[str] = [f"{name} is damaged, left out: {why}" for name, why in damaged.items()]
+    skipped = table[~table["status"].isin(["done", "damaged"])]
     if len(skipped):
         notes.append(f"{len(skipped)} run(s) not done are left out: " + ", ".join(skipped["run"].astype(str)[:6]))
     evidence, aniso = [], {}
@@ -150,22 +155,43 @@ def for_sweep(sweep, compute: bool = True, progress: bool = False) -> MechanismT
     for key, fn in (("cancellation", E.cancellation_measure), ("barrier", E.barrier_measure)):
         measures[key], missing[key] = fn(table)
     measures["drowning"], missing["drowning"] = E.drowning_measure(done, aniso)
-    return build(str(sweep.path), "sweep", measures, missing, notes)
+    out = build(str(sweep.path), "sweep", measures, missing, notes)
+    out.damaged = damaged
+    out.warnings = [f"{Path(ev.run).name}: {w}" for ev in evidence for w in ev.warnings]
+    return out
+
+
+def damaged_points(table) -> dict[str, str]:
+    """The damaged runs or forks of a collection's table (name -> why), which no row may rest on."""
+    bad = table[table["status"] == "damaged"]
+    return {str(name): str(why) for name, why in zip(bad["run"], bad["error"])}
 
 
 def for_family(family, compute: bool = True, progress: bool = False) -> MechanismTable:
     from interp.mechanisms.evidence import forks_measure, run_evidence
 
-    parent = family.parent
-    ev = run_evidence(parent, compute=compute, progress=progress)
-    measures: dict[str, Measure | None] = dict(ev.measures)
+    gone = family.parent_problem()  # moved or deleted: the forks' row is judged from their own folders
+    parent = family.design["parent"]
+    measures: dict[str, Measure | None] = {}
+    warnings: list[str] = []
+    notes = [f"the parent run {parent} is missing ({gone}): its per-run rows are not measured; the forks' row "
+             f"is judged from the forks' own folders"] if gone else []
+    if not gone:
+        ev = run_evidence(family.parent, compute=compute, progress=progress)
+        measures.update(ev.measures)
+        notes += [f"the per-run rows are those of the parent run {parent}"] + ev.notes
+        warnings = ev.warnings
     missing: dict[str, str] = {}
-    measures["entropic_forks"], missing["entropic_forks"] = forks_measure(family.table())
-    notes = [f"the per-run rows are those of the parent run {parent.path}"] + ev.notes
+    forks = family.table()
+    damaged = damaged_points(forks)
+    notes += [f"{name} is damaged, left out: {why}" for name, why in damaged.items()]
+    measures["entropic_forks"], missing["entropic_forks"] = forks_measure(forks)
     table = build(str(family.path), "fork family", measures, missing, notes)
+    table.damaged, table.warnings = damaged, warnings
     for r in table.rows:  # the sweep-only rows of a family: say what would measure them
         if r["verdict"] == NOT_MEASURED and r["key"] not in missing:
-            r["why"] = rule_of(r["key"]).needs_run.replace("{run}", str(parent.path))
+            need = rule_of(r["key"]).needs_run
+            r["why"] = need.replace("{run}", parent) + (" (the parent is missing)" if gone and "{run}" in need else "")
     return table
 
 

@@ -84,5 +84,6 @@ __all__ = [
     "timeline_grid",
 ]
 
-inline.install()
+if inline.in_kernel():  # outside a kernel plotly's settings are left alone (and IPython is not imported)
+    inline.install()
 

@@ -54,8 +54,8 @@ def representation_curves(
             d = part[np.isfinite(part[column]) & (part[column] > 0)]
             if d.empty:
                 continue
-            fig.add_trace(go.Scatter(
-                x=d["step"], y=d[column], name=f"{site} {label}", legendgroup=site, mode="lines+markers",
+            fig.add_trace(dict(
+                type="scatter", x=d["step"], y=d[column], name=f"{site} {label}", legendgroup=site, mode="lines+markers",
                 marker=dict(size=4), line=dict(color=color, dash=dash),
                 hovertemplate=f"step %{{x}}<br>{site} {label} %{{y:.4g}}<extra></extra>",
             ), row=1, col=1)
@@ -63,8 +63,8 @@ def representation_curves(
             drawn += 1
         d = part[np.isfinite(part["ratio"]) & (part["ratio"] > 0)]
         if not d.empty:
-            fig.add_trace(go.Scatter(
-                x=d["step"], y=d["ratio"], name=f"{site} ratio", legendgroup=site, showlegend=not shown,
+            fig.add_trace(dict(
+                type="scatter", x=d["step"], y=d["ratio"], name=f"{site} ratio", legendgroup=site, showlegend=not shown,
                 mode="lines+markers", marker=dict(size=4), line=dict(color=color),
                 hovertemplate=f"step %{{x}}<br>{site} within / between %{{y:.4g}}<extra></extra>",
             ), row=2, col=1)
@@ -102,8 +102,8 @@ def lens_curves(
             d = part.dropna(subset=[column])
             if d.empty:
                 continue
-            fig.add_trace(go.Scatter(
-                x=d["step"], y=d[column], name=site, legendgroup=site, showlegend=bool(row == 1 or
+            fig.add_trace(dict(
+                type="scatter", x=d["step"], y=d[column], name=site, legendgroup=site, showlegend=bool(row == 1 or
                 part["loss_cand"].isna().all()), mode="lines+markers", marker=dict(size=4), line=dict(color=color),
                 hovertemplate=f"step %{{x}}<br>{site} {name} %{{y:.3f}} nats<extra></extra>",
             ), row=row, col=1)

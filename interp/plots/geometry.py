@@ -21,7 +21,7 @@ from plotly.subplots import make_subplots
 
 from interp.analysis.params import component_order
 from interp.errors import InterpError
-from interp.plots.style import ONSET_COLOR, PALETTE, ROUTING_COLOR, STEP_TITLE, require, tau_line
+from interp.plots.style import ONSET_COLOR, PALETTE, ROUTING_COLOR, STEP_TITLE, add_layout, require, tau_line, vline_shapes
 
 EIGEN_TITLE = "eigenvalue (nats / param², signed log scale)"
 
@@ -45,15 +45,16 @@ def _signed_log_ticks(values: np.ndarray, linthresh: float) -> tuple[list[float]
 
 
 def _onset_lines(fig: go.Figure, onsets: Mapping[str, int | None] | None, row="all", col="all") -> None:
-    """Dashed vertical line at each named onset step (None values are skipped)."""
+    """Dashed vertical line at each named onset step (None values are skipped), all added in one update."""
+    lines, labels = [], []
     for i, (label, step) in enumerate((onsets or {}).items()):
         if step is None or (isinstance(step, float) and math.isnan(step)):
             continue
-        fig.add_vline(x=step, row=row, col=col, name=f"onset {label}",
-                      line=dict(color=ONSET_COLOR, dash="dash", width=1))
-        fig.add_annotation(x=step, xref="x", y=1.0 - 0.06 * (i + 1), yref="y domain", showarrow=False,
-                           text=str(label), name=f"onset label {label}", font=dict(size=10, color=ONSET_COLOR),
-                           xanchor="left")
+        lines += vline_shapes(fig, step, row=row, col=col, name=f"onset {label}",
+                              line=dict(color=ONSET_COLOR, dash="dash", width=1))
+        labels.append(dict(x=step, xref="x", y=1.0 - 0.06 * (i + 1), yref="y domain", showarrow=False, text=str(label),
+                           name=f"onset label {label}", font=dict(size=10, color=ONSET_COLOR), xanchor="left"))
+    add_layout(fig, shapes=lines, annotations=labels)
 
 
 def _one_restriction(table: pd.DataFrame, restrict: str | None, what: str) -> pd.DataFrame:

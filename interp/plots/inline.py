@@ -21,7 +21,6 @@ import sys
 import uuid
 
 import plotly.io as pio
-from plotly.io._base_renderers import MimetypeRenderer
 
 RENDERER = "interp"
 WAIT_MS = 10000  # how long a figure waits for plotly.js before saying what is missing
@@ -74,11 +73,16 @@ def figure_html(fig, div_id: str | None = None, height: int | None = None) -> st
             f"<script type=\"text/javascript\">{draw}</script>")
 
 
-class InlineRenderer(MimetypeRenderer):
-    """plotly's renderer interface over `figure_html`: text/html only, plotly.js inline once."""
+def renderer():
+    """plotly's renderer interface over `figure_html`: text/html only, plotly.js inline once. Made when
+    installed: plotly's renderers module imports IPython (half a second that a report never needs)."""
+    from plotly.io._base_renderers import MimetypeRenderer
 
-    def to_mimebundle(self, fig_dict):
-        return {"text/html": figure_html(fig_dict)}
+    class InlineRenderer(MimetypeRenderer):
+        def to_mimebundle(self, fig_dict):
+            return {"text/html": figure_html(fig_dict)}
+
+    return InlineRenderer()
 
 
 def in_kernel() -> bool:
@@ -95,6 +99,6 @@ def in_kernel() -> bool:
 
 def install(default: bool | None = None) -> None:
     """Register the "interp" renderer; make it plotly's default in a kernel (or when `default`)."""
-    pio.renderers[RENDERER] = InlineRenderer()
+    pio.renderers[RENDERER] = renderer()
     if default or (default is None and in_kernel()):
         pio.renderers.default = RENDERER

@@ -35,6 +35,7 @@ from interp.plots.style import (
     require,
     shuffle_traces,
     tau_line,
+    vline,
 )
 
 
@@ -123,14 +124,14 @@ def attention_evolution(
     positions = list(range(t))
     ticks = position_labels(positions, labels)
 
-    def heatmap(s: int, l: int, h: int) -> go.Heatmap:
-        return go.Heatmap(z=cube[s, l, h], x=positions, y=positions, coloraxis="coloraxis",
-                          name=names.get((l, h), f"L{l}H{h}"), customdata=np.array(ticks)[None, :].repeat(t, 0),
-                          hovertemplate="query %{y}<br>key %{customdata}<br>weight %{z:.3f}<extra>%{fullData.name}</extra>")
+    def heatmap(s: int, l: int, h: int) -> dict:  # a dict: plotly validates it once, where it lands
+        return dict(type="heatmap", z=cube[s, l, h], x=positions, y=positions, coloraxis="coloraxis",
+                    name=names.get((l, h), f"L{l}H{h}"), customdata=np.array(ticks)[None, :].repeat(t, 0),
+                    hovertemplate="query %{y}<br>key %{customdata}<br>weight %{z:.3f}<extra>%{fullData.name}</extra>")
 
     for l, h in heads:
         fig.add_trace(heatmap(first, l, h), row=l + 1, col=h + 1)
-    fig.frames = [go.Frame(name=str(s), data=[heatmap(i, l, h) for l, h in heads], traces=list(range(len(heads))))
+    fig.frames = [dict(name=str(s), data=[heatmap(i, l, h) for l, h in heads], traces=list(range(len(heads))))
                   for i, s in enumerate(steps)]
     animate = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
     fig.update_layout(
@@ -172,18 +173,23 @@ def attention_segments(segments: pd.DataFrame, tau: int | None = None) -> go.Fig
     fig = make_subplots(rows=n_layers, cols=n_heads, shared_xaxes=True, shared_yaxes=True,
                         subplot_titles=[names.get((l, h), "") for l in range(n_layers) for h in range(n_heads)])
     shown = set()
+    traces, rows, cols = [], [], []  # dicts, added at once: plotly validates each once
     for (layer, head), df in segments.groupby(["layer", "head"], sort=True):
         for seg in order:
             part = df[df["segment"] == seg].sort_values("step")
             if part.empty:
                 continue
-            fig.add_trace(go.Scatter(
-                x=part["step"], y=part["mass"], name=seg, legendgroup=seg, showlegend=seg not in shown,
+            traces.append(dict(
+                type="scatter", x=part["step"], y=part["mass"], name=seg, legendgroup=seg, showlegend=seg not in shown,
                 mode="lines+markers", marker=dict(size=4), line=dict(color=colors[seg]),
                 hovertemplate=f"{names.get((int(layer), int(head)), '')} → {seg}<br>step %{{x}}<br>mass %{{y:.3f}}"
                               "<extra></extra>",
-            ), row=int(layer) + 1, col=int(head) + 1)
+            ))
+            rows.append(int(layer) + 1)
+            cols.append(int(head) + 1)
             shown.add(seg)
+    if traces:
+        fig.add_traces(traces, rows=rows, cols=cols)
     tau_line(fig, tau)
     fig.update_yaxes(range=[-0.02, 1.02])
     for h in range(n_heads):
@@ -353,7 +359,7 @@ def group_histograms(
             marker=dict(color=PALETTE[0]), showlegend=False,
             hovertemplate="accuracy %{x}<br>%{y} groups<extra></extra>",
         ), row=1, col=i + 1)
-        fig.add_vline(x=threshold, row=1, col=i + 1, name="threshold", line=dict(color=ROUTING_COLOR, dash="dash", width=1))
+        vline(fig, threshold, row=1, col=i + 1, name="threshold", line=dict(color=ROUTING_COLOR, dash="dash", width=1))
         fig.update_xaxes(range=[-0.05, 1.05], title_text="accuracy" if i else "group accuracy", row=1, col=i + 1)
     if not beyond.empty:
         note_below_axis_title(fig, beyond_note(beyond, int(acc["step"].max()), last_step, last_evaluated), "beyond",
@@ -394,7 +400,7 @@ def groups_share(acc: pd.DataFrame, tau: int | None = None, threshold: float | N
         hovertemplate=f"step %{{x}}<br>share ≥ {threshold:.0%}: %{{y:.3f}}<extra></extra>",
     )])
     if tau:
-        fig.add_vline(x=tau / 2, name="tau/2", line=dict(color=LOGK_COLOR, dash="dot", width=1))
+        vline(fig, tau / 2, name="tau/2", line=dict(color=LOGK_COLOR, dash="dot", width=1))
         fig.add_annotation(x=tau / 2, xref="x", y=1.0, yref="y domain", yanchor="bottom", showarrow=False,
                            text="τ/2", name="tau/2 label", font=dict(size=11, color=LOGK_COLOR))
     tau_line(fig, tau)

@@ -63,11 +63,43 @@ def head_order(df: pd.DataFrame) -> list[str]:
     return [str(h) for h in heads["head_name"]]
 
 
+def vline(fig: go.Figure, x, row="all", col="all", **shape) -> None:
+    """What `fig.add_vline(x=x, row=row, col=col, **shape)` draws (a line across each non-empty subplot chosen),
+    added in one layout update: plotly's own re-validates every shape of the figure once per subplot it adds
+    a line to, seconds over a report."""
+    add_layout(fig, shapes=vline_shapes(fig, x, row, col, **shape))
+
+
+def add_layout(fig: go.Figure, **objects: list[dict]) -> None:
+    """Append shapes, annotations... (as dicts) to the figure's layout in one update, validated once: what
+    as many `fig.add_shape(...)` / `fig.add_annotation(...)` calls (no row or col) give."""
+    for kind, new in objects.items():
+        if new:
+            fig.layout[kind] = fig.layout[kind] + tuple(new)
+
+
+def vline_shapes(fig: go.Figure, x, row="all", col="all", **shape) -> list[dict]:
+    """The shapes of `vline`, as dicts."""
+    grid = fig._grid_ref  # None for a figure without subplots
+    if grid is None:
+        refs = [("x", "y")]
+    else:
+        rows = range(1, len(grid) + 1) if row == "all" else [row]
+        cols = range(1, len(grid[0]) + 1) if col == "all" else [col]
+        refs = [tuple(k.replace("axis", "") for k in grid[r - 1][c - 1][0].layout_keys)
+                for r in rows for c in cols if grid[r - 1][c - 1]]
+        used = {(t.xaxis or "x", t.yaxis or "y") for t in fig.data}  # plotly leaves out the empty subplots
+        for kind in ("shapes", "annotations", "images"):
+            used |= {(o.xref or "x", o.yref or "y") for o in fig.layout[kind]}
+        refs = [ref for ref in refs if ref in used]
+    return [dict(type="line", x0=x, x1=x, y0=0, y1=1, **shape, xref=xref, yref=f"{yref} domain") for xref, yref in refs]
+
+
 def tau_line(fig: go.Figure, tau: int | None, label: str = "τ", row="all", col="all") -> None:
     """Dotted vertical line at tau on every subplot, labelled once above the first one."""
     if tau is None:
         return
-    fig.add_vline(x=tau, row=row, col=col, name="tau", line=dict(color=TAU_COLOR, dash="dot", width=1.5))
+    vline(fig, tau, row=row, col=col, name="tau", line=dict(color=TAU_COLOR, dash="dot", width=1.5))
     fig.add_annotation(x=tau, xref="x", y=1.0, yref="y domain", yanchor="bottom", showarrow=False,
                        text=f"{label} = {tau}", name="tau label", font=dict(size=11, color=TAU_COLOR))
 

@@ -18,6 +18,7 @@ from interp.plots.style import (
     ROUTING_COLOR,
     STEP_TITLE,
     TAU_COLOR,
+    add_layout,
     head_heatmap,
     log_k_line,
     loss_traces,
@@ -25,6 +26,7 @@ from interp.plots.style import (
     require,
     shuffle_traces,
     tau_line,
+    vline,
 )
 
 # ---------------------------------------------------------------------------- timeline
@@ -74,9 +76,12 @@ def timeline_figure(tl) -> go.Figure:
     for trace, secondary in dynamics:
         fig.add_trace(trace, row=rows, col=1, secondary_y=secondary)
 
+    shapes: list[dict] = []  # the markers and their labels, added at the end in one update each
+    notes: list[dict] = []
+
     def marker(x: int, name: str, color: str, dash: str, width: float) -> None:
-        fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, name=name,
-                      line=dict(color=color, dash=dash, width=width), layer="above")
+        shapes.append(dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, name=name,
+                           line=dict(color=color, dash=dash, width=width), layer="above"))
 
     have = tl.onsets.dropna(subset=["onset"])
     have = have.iloc[np.argsort((have["head_name"] == tl.routing_head).to_numpy(), kind="stable")]  # routing on top
@@ -94,17 +99,18 @@ def timeline_figure(tl) -> go.Figure:
         tops.append((tl.tau, f"τ = {tl.tau}", "tau label", 11, TAU_COLOR))
     label_row = label_rows([(x, text, size) for x, text, _, size, _ in tops], _step_span(tl))
     for (x, text, name, size, color), row in zip(tops, label_row):
-        fig.add_annotation(x=x, xref="x", y=1.0, yref="paper", yanchor="bottom", yshift=LABEL_ROW_PX * row,
-                           showarrow=False, text=text, name=name, hovertext=f"{text}: step {x}",
-                           font=dict(size=size, color=color))
+        notes.append(dict(x=x, xref="x", y=1.0, yref="paper", yanchor="bottom", yshift=LABEL_ROW_PX * row,
+                          showarrow=False, text=text, name=name, hovertext=f"{text}: step {x}",
+                          font=dict(size=size, color=color)))
     events = getattr(tl, "events", None)
     if events is not None and not events.empty:
         for i, r in enumerate(events.dropna(subset=["step"]).itertuples()):
             color, dash = EVENT_STYLE[r.kind]
             marker(int(r.step), f"event {r.event}", color, dash, 1.5)
-            fig.add_annotation(x=int(r.step), xref="x", y=1.0 - 0.035 * (i + 1), yref="paper", xanchor="left",
-                               showarrow=False, text=f"{r.label}: step {int(r.step)}", name="event label",
-                               font=dict(size=10, color=color), bgcolor="rgba(255,255,255,0.7)")
+            notes.append(dict(x=int(r.step), xref="x", y=1.0 - 0.035 * (i + 1), yref="paper", xanchor="left",
+                              showarrow=False, text=f"{r.label}: step {int(r.step)}", name="event label",
+                              font=dict(size=10, color=color), bgcolor="rgba(255,255,255,0.7)"))
+    add_layout(fig, shapes=shapes, annotations=notes)
     onset = tl.routing_onset
     lead = "n/a" if tl.lead is None else f"{tl.lead:.2f}"
     fig.update_layout(
@@ -192,7 +198,7 @@ def usage_curves(usage: pd.DataFrame, tau: int | None = None, events: pd.DataFra
     if events is not None and not events.empty:
         for r in events.dropna(subset=["step"]).itertuples():
             color = "#2ca02c" if r.kind == "carried" else "#9467bd"
-            fig.add_vline(x=int(r.step), name=f"event {r.event}", line=dict(color=color, dash="dashdot", width=1.2))
+            vline(fig, int(r.step), name=f"event {r.event}", line=dict(color=color, dash="dashdot", width=1.2))
     tau_line(fig, tau)
     fig.update_yaxes(title_text="Δ candidate loss (nats)", row=1, col=1)
     fig.update_yaxes(title_text="restored (fraction)", row=2, col=1)

@@ -62,23 +62,23 @@ def trajectory_curves(
         d = disp[(disp["kind"] == kind) & np.isfinite(disp["displacement_per_step"])
                  & (disp["displacement_per_step"] > 0)]
         if not d.empty:
-            fig.add_trace(go.Scatter(
-                x=d["step"], y=d["displacement_per_step"], name=kind, legendgroup=kind, mode="lines+markers",
+            fig.add_trace(dict(
+                type="scatter", x=d["step"], y=d["displacement_per_step"], name=kind, legendgroup=kind, mode="lines+markers",
                 marker=dict(size=4), line=dict(color=color, width=width),
                 hovertemplate=f"step %{{x}}<br>{kind}: %{{y:.3g}} per step<extra></extra>",
             ), row=1, col=1)
             drawn += 1
         n = norms[(norms["kind"] == kind) & np.isfinite(norms["weight_norm"])]
         if not n.empty:
-            fig.add_trace(go.Scatter(
-                x=n["step"], y=n["weight_norm"], name=kind, legendgroup=kind, showlegend=d.empty,
+            fig.add_trace(dict(
+                type="scatter", x=n["step"], y=n["weight_norm"], name=kind, legendgroup=kind, showlegend=d.empty,
                 mode="lines+markers", marker=dict(size=4), line=dict(color=color, width=width),
                 hovertemplate=f"step %{{x}}<br>{kind}: norm %{{y:.4g}}<extra></extra>",
             ), row=3, col=1)
             drawn += 1
     if not cos.empty:
-        fig.add_trace(go.Scatter(
-            x=cos["step"], y=cos["cosine"], name="cosine (all)", mode="lines+markers", marker=dict(size=5),
+        fig.add_trace(dict(
+            type="scatter", x=cos["step"], y=cos["cosine"], name="cosine (all)", mode="lines+markers", marker=dict(size=5),
             line=dict(color=ROUTING_COLOR), hovertemplate="step %{x}<br>cosine %{y:.3f}<extra></extra>",
         ), row=2, col=1)
         drawn += 1
@@ -129,8 +129,8 @@ def spectra_curves(
                 d = part[np.isfinite(part[column]) & (part[column] > 0)]
                 if d.empty:
                     continue
-                fig.add_trace(go.Scatter(
-                    x=d["step"], y=d[column], name=name, legendgroup=name, showlegend=not shown,
+                fig.add_trace(dict(
+                    type="scatter", x=d["step"], y=d[column], name=name, legendgroup=name, showlegend=not shown,
                     mode="lines+markers", marker=dict(size=6 if hot else 3), line=line,
                     opacity=1.0 if hot or not highlight else 0.7,
                     hovertemplate=f"step %{{x}}<br>{name} {circuit} {label} %{{y:.3g}}<extra></extra>",

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
-from interp.collections.states import PointState, examine
 from interp.errors import InterpError
-from interp.forks.design import design_points
 from interp.forks.family import ForkFamily
-from interp.runs import RESUME_FILE, RUN_FILE, Run
+from interp.runs import Run
 from interp.sweeps.forks import arm_label
 
 DRAWN = ("done", "running", "interrupted", "failed")  # states whose metrics log is worth drawing
@@ -42,38 +39,10 @@ class FamilyData:
 
 
 class _WithoutParent(ForkFamily):
-    """The family read from its fork folders alone (the parent cannot be opened)."""
+    """The family read from its fork folders alone, as when the parent cannot be opened."""
 
-    def points(self) -> list[tuple[str, object, dict]]:
-        return [(name, None, {"step": step, "arm": arm, "seed": seed})
-                for name, step, arm, seed in design_points(self.design, self.arms)]
-
-    def states(self) -> dict:
-        d = self.design
-        out = {}
-        for name, step, arm, seed in design_points(d, self.arms):
-            want = {"parent": d["parent"], "parent_step": step, "arm": arm.name, "params": arm.kwargs, "seed": seed,
-                    "horizon": d["horizon"], "gamma_every": d["gamma_every"], "gamma_window": d["gamma_window"]}
-            out[name] = _examine(self.path / name, want)
-        return out
-
-
-def _examine(path: Path, want: dict) -> PointState:
-    if not Run.is_run(path):
-        return examine(path, None)
-    try:
-        run = Run.open(path)
-    except InterpError as exc:
-        return PointState("damaged", str(exc))
-    have = run.fork or {}
-    diff = sorted(k for k in want if have.get(k) != want[k])
-    if diff:
-        return PointState("damaged", f"{path / RUN_FILE}: its fork block differs from the family's point in "
-                                     f"{', '.join(diff)}", spec=run.spec)
-    st = examine(path, run.spec)
-    if st.state in ("interrupted", "not started") and not (path / RESUME_FILE).exists():
-        return PointState("not started", spec=run.spec)  # made but its state never written
-    return st
+    def _parent_or_none(self) -> None:
+        return None
 
 
 def _series(run: Run) -> pd.DataFrame:

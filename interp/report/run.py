@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,14 +208,24 @@ def plan(run: Run, cache: bool = True) -> str:
 
 
 # ---------------------------------------------------------------------------- entry points
-def write_report(
-    run: Run,
-    path: str | Path,
-    cache: bool = True,
-    device: str = "cpu",
-    progress: bool = False,
-    n_groups: int | None = None,
-) -> Path:
+def _html_page(make: Callable[[Run, bool, str, bool, int | None], tuple[str, str, list[str]]]) -> Callable[..., Path]:
+    """An entry point `(run, path, cache=True, device="cpu", progress=False, n_groups=None, warn=None) -> path` writing,
+    as one self-contained HTML file, the page `make(run, cache, device, progress, n_groups) -> (title, body, notes)`
+    builds; `warn(note)` is told each of the page's notes (the CLI says them on stderr too)."""
+
+    def write(run: Run, path: str | Path, cache: bool = True, device: str = "cpu", progress: bool = False,
+              n_groups: int | None = None, warn: Callable[[str], None] | None = None) -> Path:
+        title, body, notes = make(run, cache, device, progress, n_groups)
+        for note in dict.fromkeys(notes) if warn else ():
+            warn(note)
+        return write_html(Path(path), page(title, body))
+
+    write.__name__, write.__qualname__, write.__doc__ = make.__name__, make.__qualname__, make.__doc__
+    return write
+
+
+@_html_page
+def write_report(run: Run, cache: bool, device: str, progress: bool, n_groups: int | None) -> tuple[str, str, list[str]]:
     """Write one self-contained HTML report of `run` (summary table, then every figure) to `path`.
 
     Analyses go through the suite and its per-run cache (`cache=False`: recompute, write
@@ -240,17 +251,11 @@ def write_report(
         *report_top("interp report", run, made, start, summary(run, c), notes),
         *(section_html(s) for s in made_sections),
     ])
-    return write_html(Path(path), page(f"interp report: {run.name}", body))
+    return f"interp report: {run.name}", body, c.notes + c.step_problems + c.cache_notes
 
 
-def write_timeline(
-    run: Run,
-    path: str | Path,
-    cache: bool = True,
-    device: str = "cpu",
-    progress: bool = False,
-    n_groups: int | None = None,
-) -> Path:
+@_html_page
+def write_timeline(run: Run, cache: bool, device: str, progress: bool, n_groups: int | None) -> tuple[str, str, list[str]]:
     """Write the timeline figure alone as a self-contained HTML page; raises InterpError if it
     cannot be made. What the analyses warned of (unreadable steps, cache entries recomputed) is
     listed above the figure."""
@@ -262,4 +267,4 @@ def write_timeline(
     body = (f"<h1>interp timeline: {html.escape(run.name)}</h1>\n"
             + (f"<div class=\"missing\" id=\"missing\"><ul>{notes}</ul></div>\n" if notes else "")
             + f"<figure class=\"report-figure\">{figure_html(plots.timeline_figure(tl), 'timeline')}</figure>")
-    return write_html(Path(path), page(f"interp timeline: {run.name}", body))
+    return f"interp timeline: {run.name}", body, tl.notes

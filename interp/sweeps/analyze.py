@@ -9,6 +9,11 @@ running, interrupted, not started, damaged) or censored (they never reached tau_
 analyses have no tau to place their steps) are named and skipped. The executors are the
 ones that train the runs (`interp.collections.executors`): they decide only where `analyze_point`
 runs. Then the table's circuit columns are read back from the caches and fitted.
+
+Two calls on one sweep at once never compute a result twice: a run is analysed holding its
+analysis lock (`ANALYSIS_LOCK`, `RUN/cache/.lock`, an OS file lock that a killed process leaves
+free), and a call finding it held analyses the other runs first, then waits for it and reads
+what the other call computed from the cache.
 """
 
 from __future__ import annotations
@@ -21,14 +26,41 @@ from typing import Any
 
 from interp.collections.executors import Job, check_options, require_ray, result_of, run_local, run_ray
 from interp.errors import InterpError
+from interp.run_layout import CACHE_DIR
+
+ANALYSIS_LOCK = f"{CACHE_DIR}/.lock"  # in a run folder: held (an OS file lock) by the one process analysing the run
+WAIT_SECONDS = 0.5  # poll interval while another process analyses a run
+
+
+def claim_analysis(folder: Path, wait: bool):
+    """The run's analysis lock (`ANALYSIS_LOCK`, an OS file lock: a killed holder leaves none), held, and
+    None; or, when another process holds it and `wait` is False, None and a line naming the holder. A
+    cache that cannot hold the lock (a file, a read-only folder) shares nothing: no lock, and no wait."""
+    from interp.files import WriterLock
+
+    path = Path(folder) / ANALYSIS_LOCK
+    try:
+        path.parent.mkdir(exist_ok=True)
+        lock = WriterLock(path)
+        while True:
+            try:
+                lock.acquire(retries=0)
+                return lock, None
+            except InterpError:
+                if not wait:
+                    return None, f"being analysed by another process ({lock.holder() or 'unknown pid'})"
+                time.sleep(WAIT_SECONDS)
+    except OSError:
+        return None, None
 
 
 def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int | None = None,
                   resubmitted: bool = False) -> dict:
-    """Run the suite on one run folder (`request`: only, steps, options, cache). Never raises:
-    returns {"name", "state" (done or failed), "seconds", "error", "computed", "cached",
-    "problems", "notes", "findings"}. Resubmitted after a worker died, it simply runs again:
-    what the dead worker cached is read back."""
+    """Run the suite on one run folder (`request`: only, steps, options, cache, wait) holding its
+    analysis lock (`claim_analysis`). Never raises: returns {"name", "state" (done, failed, or busy:
+    another process holds the lock and `wait` is False; nothing was computed), "seconds", "error",
+    "computed", "cached", "problems", "notes", "findings"}. Resubmitted after a worker died, it simply
+    runs again: what the dead worker cached is read back."""
     import torch
 
     from interp.analysis.suite import run_suite
@@ -39,7 +71,13 @@ def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int 
     began = time.perf_counter()
     result = {**result_of(Path(folder).name, "done"), "computed": 0, "cached": 0, "problems": [], "notes": [],
               "findings": {}}
+    lock = None
     try:
+        if request.get("cache", True):
+            lock, busy = claim_analysis(Path(folder), request.get("wait", True))
+            if busy:
+                result.update(state="busy", error=busy)
+                return result
         suite = run_suite(Run.open(folder), only=request.get("only"), steps=request.get("steps"),
                           options=request.get("options"), device=device, progress=False,
                           cache=request.get("cache", True))
@@ -47,7 +85,10 @@ def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int 
                       notes=list(suite.notes), findings=dict(suite.findings))
     except Exception as exc:  # noqa: BLE001 - a failed run is a result, the others go on
         result.update(state="failed", error=str(exc) if isinstance(exc, InterpError) else f"{type(exc).__name__}: {exc}")
-    result["seconds"] = round(time.perf_counter() - began, 3)
+    finally:
+        if lock is not None:
+            lock.release()
+        result["seconds"] = round(time.perf_counter() - began, 3)
     return result
 
 
@@ -100,13 +141,16 @@ def finished_runs(sweep, table=None) -> tuple[list[str], dict[str, str]]:
 def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, backend: str = "local",
                   workers: int = 1, threads: int | None = None, device: str = "cpu", address: str | None = None,
                   cpus_per_run: int | float = 1, gpus_per_run: int | float = 0, cache: bool = True,
-                  progress: bool = True, table=None) -> SweepAnalysis:
+                  progress: bool = True, table=None, wait: bool = True) -> SweepAnalysis:
     """Run the analysis suite (`only`, `steps` and `options` as for `run_suite`) over every
     finished run of `sweep` (a Sweep or a ForkFamily), on `backend` ("local": `workers` processes with `threads` torch
     threads each; "ray": Ray tasks of `cpus_per_run` CPUs). Bad input (an unknown analysis or
     option, no finished run, Ray not installed) raises InterpError before anything runs; a run
     whose analysis fails is a result, and the others go on. The local pool's workers import
-    the calling script again: call this under `if __name__ == "__main__":`. The table with the
+    the calling script again: call this under `if __name__ == "__main__":`. A run another process
+    is analysing (its `ANALYSIS_LOCK` held: another `interp analyze` of the same sweep) is left
+    until the others are done, then waited for and read from its cache, so no result is computed
+    twice; with `wait=False` it is named in `skipped` instead. The table with the
     circuit columns and their fits are built at the end, from the caches."""
     from tqdm.auto import tqdm
 
@@ -116,6 +160,7 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
 
     check_options(backend, workers, threads, cpus_per_run, gpus_per_run)
     names = registry.parse_only(only)
+    registry.require_extras(names)
     if backend == "ray":
         require_ray()
     todo, skipped = finished_runs(sweep, table)
@@ -133,7 +178,7 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
                     options[key] = option.read(options[key])
     for name in todo:
         check_analysis_options(sweep.run(name), entries, options)
-    request = {"only": list(names), "steps": steps, "options": options, "cache": cache}
+    request = {"only": list(names), "steps": steps, "options": options, "cache": cache, "wait": False}
     jobs = [Job(analyze_point, str(sweep.path / name), request) for name in todo]
     out = SweepAnalysis(skipped=skipped)
     bar = tqdm(total=len(jobs), desc=f"analyze {sweep.name}", unit="run", disable=not progress, dynamic_ncols=True)
@@ -141,7 +186,12 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
         bar.write(f"interp: skipped {name}: {why}", file=sys.stderr)
     began = time.perf_counter()
 
+    busy: list[dict] = []  # runs another process is analysing: waited for after the others, or named
+
     def on_result(result: dict) -> None:
+        if result["state"] == "busy":
+            busy.append(result)
+            return
         out.results.append(result)
         if result["state"] != "done":
             bar.write(f"interp: run failed: {result['name']}: {result.get('error')}", file=sys.stderr)
@@ -152,13 +202,26 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
             bar.write(f"interp: warning: {result['name']}: {line}", file=sys.stderr)
         bar.update(1)
 
-    try:
+    def execute(jobs: list[Job]) -> None:
         if backend == "ray":
             run_ray(jobs, address=address, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run, device=device,
                     on_result=on_result)
         else:
             run_local(jobs, workers=workers, threads=threads, device=device, on_result=on_result,
                       on_note=lambda line: bar.write(line, file=sys.stderr))
+
+    try:
+        execute(jobs)
+        held = [Job(analyze_point, str(sweep.path / r["name"]), {**request, "wait": True}) for r in busy]
+        if held and wait:
+            bar.write(f"interp: waiting for another process analysing {', '.join(j.name for j in held)}; what it "
+                      f"computes is then read from the cache", file=sys.stderr)
+            busy.clear()
+            execute(held)
+        for result in busy:
+            out.skipped[result["name"]] = result["error"]
+            bar.write(f"interp: skipped {result['name']}: {result['error']}", file=sys.stderr)
+            bar.update(1)
     finally:
         bar.close()
     order = {name: i for i, name in enumerate(todo)}

@@ -7,7 +7,8 @@ suite's cache-only mode (`run_suite(compute=False)`), so they are exactly the fi
 `interp analyze RUN` prints. An analysis that is missing at any of its steps is left out whole,
 never read from part of its series; every value that cannot be had is NaN (or None for the
 head) and `circuits_reason` says why: the run is not done, it never reached tau_half
-(censored, so there is no tau to place the analyses), or an analysis has not been run. The
+(censored, so there is no tau to place the analyses), an analysis has not been run, or a cache
+entry it needs is damaged (named, with its file: recomputed by the next `interp analyze SWEEP`). The
 shuffle gap's onset and lead come from the metrics log and are among the plain table's
 measures (`interp.collections.rows`).
 """
@@ -71,9 +72,13 @@ def circuit_row(run, state: str, censored: bool) -> dict:
         if value is not None:
             row[column] = value if column in TEXT_COLUMNS else float(value)
     reasons = []
-    if result.missing:
-        names = ", ".join(result.missing)
-        reasons.append(f"not analysed: {names} (run: {ANALYZE_HINT})")
+    damaged = {name: result.damaged[name] for name in result.missing if result.damaged.get(name)}
+    if damaged:  # entries the cache refused: named as damaged, never as not analysed
+        notes = "; ".join(note for by_step in damaged.values() for note in by_step.values())
+        reasons.append(f"damaged cache entries: {notes} (recompute them: {ANALYZE_HINT})")
+    unanalysed = [name for name, steps in result.missing.items() if not set(steps) <= set(damaged.get(name, {}))]
+    if unanalysed:
+        reasons.append(f"not analysed: {', '.join(unanalysed)} (run: {ANALYZE_HINT})")
     if row["routing_head"] is not None:
         for column, label in (("carried_attn_onset", "attention to z"), ("carried_share_onset", "z-share"),
                               ("used_ablation_onset", "ablation cost"), ("used_patching_onset", "patching")):

@@ -91,7 +91,7 @@ def test_discover_lists_runs_and_families(family):
     found = discover(family.path.parent)
     assert [Path(s["path"]).name for s in found.runs] == ["parent"] and not found.broken
     assert found.collections == [{"path": str(family.path), "kind": "fork family", "forks": 2, "done": 2,
-                                  "parent": str(family.parent.path)}]
+                                  "parent": str(family.parent.path), "damaged": 0, "damaged_runs": {}}]
     with pytest.raises(InterpError, match="no folder at"):
         discover(family.path / "nope")
 

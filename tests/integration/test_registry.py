@@ -1,6 +1,7 @@
 """One table of analyses: the suite, the CLI's --only choices and options, the cache, the
 report's sections and the findings all come from the registry, so adding an analysis is one
-module plus one entry (here tests/dummy_analysis.py, with its own option, section and finding)."""
+module that declares its entry (here tests/dummy_analysis.py, with its own option, section and finding,
+added with `register`; the package's own modules are discovered)."""
 
 from pathlib import Path
 
@@ -52,8 +53,53 @@ def test_every_analysis_module_has_the_entry_points_and_its_defaults():
             assert option.param in module.DEFAULTS, (entry.name, option.flag)
         for section in sections_of(entry.name):  # every registered figure function exists
             assert callable(section.figure), section.key
-        for path in (entry.findings, entry.describe):
-            assert not path or callable(registry.resolve(path)), path
+        for name in ("findings", "rows", "derive"):  # its own functions, found by name
+            assert registry.REGISTRY[entry.name].hook(name) is getattr(module, name, None), (entry.name, name)
+
+
+def test_every_built_in_module_declares_the_entry_the_registry_read_without_importing_it():
+    import importlib
+
+    assert registry.discover() == list(registry.REGISTRY.values())
+    assert [e.order for e in registry.REGISTRY.values()] == sorted(e.order for e in registry.REGISTRY.values())
+    for entry in registry.REGISTRY.values():
+        assert importlib.import_module(entry.module).ENTRY == entry, entry.name  # its options included
+
+
+def test_no_file_but_its_own_names_a_built_in_analysis():
+    # no entry, group or findings string in the registry: each module declares its own
+    text = Path(registry.__file__).read_text()
+    for name in registry.REGISTRY:
+        assert f'"{name}"' not in text and f"'{name}'" not in text and f"interp.analysis.{name}" not in text, name
+    members = {g: [n for n, e in registry.REGISTRY.items() if g in dict(e.groups)] for g in registry.GROUPS}
+    assert {g: sorted(m) for g, m in registry.GROUPS.items()} == {g: sorted(m) for g, m in members.items()}
+    assert list(registry.GROUPS) == ["diagnostics", "circuits"]
+
+
+def test_a_declaration_is_read_from_the_source_among_the_registry_names_only(tmp_path):
+    good = tmp_path / "mine.py"
+    good.write_text('import torch\nfrom interp.analysis.registry import Analysis, Option, positive_int\n\n'
+                    'K = Option("k", "k", "how many", positive_int, metavar="N")\n'
+                    'ENTRY = Analysis(\n    "mine", __name__, "a test",\n    options=(K,), groups=(("circuits", 9),),\n)\n'
+                    'def rows(f, tables):\n    return []\n')
+    entry = registry.read_entry(good, "pkg.mine")
+    assert entry.module == "pkg.mine" and entry.options[0].flag == "k" and entry.options[0].parse is registry.positive_int
+    assert entry.hook("findings") is None  # its source defines none: not imported to find out (pkg.mine cannot be)
+    bad = tmp_path / "bad.py"
+    bad.write_text('X = 3\nENTRY = Analysis("bad", __name__, "s", version=X + 1)\n')
+    with pytest.raises(InterpError, match="ENTRY cannot be read without importing the module"):
+        registry.read_entry(bad, "pkg.bad")
+    (tmp_path / "none.py").write_text("import torch\n")
+    assert registry.read_entry(tmp_path / "none.py", "pkg.none") is None
+
+
+def test_register_adds_an_analysis_and_its_group(monkeypatch):
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    monkeypatch.setattr(registry, "GROUPS", dict(registry.GROUPS))
+    registry.register(registry.Analysis("extra_one", "x", "y", groups=(("circuits", 3), ("mine", 1))))
+    assert list(registry.REGISTRY)[-1] == "extra_one"
+    assert registry.GROUPS["circuits"] == ("sensitivity", "usage", "ablation", "extra_one", "groups")
+    assert registry.GROUPS["mine"] == ("extra_one",) and list(registry.GROUPS)[-1] == "mine"
 
 
 def test_the_dummy_analysis_is_one_file_that_the_package_never_names():

@@ -100,8 +100,9 @@ def test_one_damaged_run_is_a_row_and_the_others_go_on(sweep_copy, file, capsys,
     page = (tmp_path / "s.html").read_text()
     assert "damaged<br><small>" in page and f"{S0}/{file}" in page
     capsys.readouterr()
-    assert main(["ls", str(sweep_copy.parent)]) == 0
-    assert "(1 done, 0 running, 0 failed, 1 damaged)" in capsys.readouterr().out
+    assert main(["ls", str(sweep_copy.parent)]) == 1  # and names it (issue 30, case 22)
+    listed = capsys.readouterr()
+    assert "(1 done, 0 running, 0 failed, 1 damaged)" in listed.out and f"damaged run: sweep/{S0}" in listed.err
     # training the sweep, extended by a seed: the new run is trained, the damaged one skipped and named
     assert main(["sweep", "--out", str(sweep_copy), "--steps", "30", "--grid", "seed=0,1,2", *SMALL]) == 1
     err = capsys.readouterr().err

@@ -14,7 +14,8 @@ below, lazy imports and "module:function" strings included:
     9 entry         cli*, and the package itself (interp/__init__.py: the lazy public names)
 
 Figures take results, never the reverse; the quick paths (`interp scaling`, `import
-interp.plots`) load neither torch nor TransformerLens; no module is over 500 lines.
+interp.plots`) load neither torch nor TransformerLens, and a cached `interp report` loads no
+TransformerLens (nor transformers); no module is over 500 lines.
 """
 
 from __future__ import annotations
@@ -244,6 +245,31 @@ def test_results_never_import_figures():
     assert {t for t in graph["interp.plots.sweep"] if t.startswith("interp.sweeps")} == {"interp.sweeps.paper"}
 
 
+MODEL_CLASSES = {"HookedTransformer", "HookedTransformerConfig", "TransformerBridge", "TransformerBridgeConfig"}
+
+
+def model_class_imports() -> list[str]:
+    """Imports of TransformerLens's model classes (or their modules) outside interp.model."""
+    out = []
+    for mod, path in modules().items():
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names]
+            source = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            dotted = names if isinstance(node, ast.Import) else [f"{source}.{n}" for n in names]
+            if not any(d.split(".")[0] == "transformer_lens" for d in dotted + [source]):
+                continue
+            if any(set(d.split(".")) & (MODEL_CLASSES | {"model_bridge", "tl_checkpoint_conversion"}) for d in dotted):
+                out.append(f"{mod}:{node.lineno}")
+    return [where for where in out if not where.startswith("interp.model:")]
+
+
+def test_only_the_model_module_imports_transformer_lens_model_classes():
+    """interp.model is the one place that knows the TransformerLens version (issue 35): it builds a
+    HookedTransformer on TL 3 and a TransformerBridge on TL 4; every other module reaches it there."""
+    found = model_class_imports()
+    assert not found, "import the model through interp.model, not TransformerLens:\n  " + "\n  ".join(found)
+
+
 # ---------------------------------------------------------------------------- files by concern
 def test_no_module_is_over_500_lines():
     long = {str(p.relative_to(ROOT)): n for p in modules().values()
@@ -312,3 +338,26 @@ assert "delta" in out.getvalue(), out.getvalue()
 """
     loaded = _loaded(code)
     assert not set(loaded) & {*HEAVY, "interp.report"}, loaded
+
+
+def test_a_cached_report_loads_no_model_code(tiny_run, tmp_path):
+    """A report whose analyses are all cached only reads and draws: neither TransformerLens nor transformers
+    (seconds of imports, issue 34) nor the model is imported, nor scipy.stats (the mechanism table's Wilson
+    interval) nor IPython (plotly's notebook renderers)."""
+    from tests.helpers import copy_run, interp_cli
+
+    path = copy_run(tiny_run(), tmp_path / "run")
+    # computes and caches every default analysis (a subprocess: without the tests' shape checks, faster)
+    assert interp_cli("report", str(path), "--out", str(tmp_path / "first.html")).returncode == 0
+    code = f"""
+import contextlib, io, sys
+from interp.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    assert main(["report", {str(path)!r}, "--out", {str(tmp_path / "cached.html")!r}]) == 0
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("transformer_lens", "transformers", "IPython")
+             or m in ("interp.model", "scipy.stats")))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert eval(result.stdout.strip().splitlines()[-1]) == []
+    assert "from cache" in (tmp_path / "cached.html").read_text()  # it was the cached report

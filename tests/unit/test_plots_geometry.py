@@ -109,3 +109,32 @@ def test_llc_curves_split_whole_model_and_heads_with_error_bars():
     assert [t.name for t in only_heads.data] == ["L0H1", "L0H3"]
     with pytest.raises(InterpError, match="empty"):
         geometry.llc_curves(llc_table().iloc[0:0])
+
+
+@pytest.mark.parametrize("grid", [None, (2, 2)])
+def test_the_fast_vertical_line_draws_what_plotlys_does(grid):
+    """`style.vline` (one layout update) gives the figure JSON of plotly's `add_vline`, on a single plot and on
+    subplots where one is empty (left out, as plotly does), next to shapes and annotations already there."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from interp.plots.style import vline
+
+    def figure():
+        fig = go.Figure() if grid is None else make_subplots(rows=grid[0], cols=grid[1], subplot_titles=["a", "b", "c", "d"])
+        cells = [(None, None)] if grid is None else [(1, 1), (1, 2), (2, 2)]  # (2, 1) stays empty
+        for row, col in cells:
+            fig.add_trace(go.Scatter(x=[0, 5], y=[1, 2]), row=row, col=col)
+        fig.add_hline(y=1.5, line=dict(color="grey"))
+        fig.add_annotation(x=1, y=1, text="here")
+        return fig
+
+    plotly, ours = figure(), figure()
+    for x, name in ((2, "tau"), (3.5, "onset L0H1")):
+        plotly.add_vline(x=x, name=name, line=dict(color="black", dash="dot", width=1.5))
+        vline(ours, x, name=name, line=dict(color="black", dash="dot", width=1.5))
+    if grid:  # one subplot only
+        plotly.add_vline(x=4, row=1, col=1, name="one", line=dict(width=1))
+        vline(ours, 4, row=1, col=1, name="one", line=dict(width=1))
+    assert ours.to_json() == plotly.to_json()
+    assert len(ours.layout.shapes) == (3 + 2 * 3 + 1 if grid else 1 + 2)  # the line at 1.5 on each non-empty subplot

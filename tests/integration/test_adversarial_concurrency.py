@@ -1,0 +1,216 @@
+"""Issue 30's cases 12-14 as tables, in the style of test_adversarial_forks.py: a fork or family run
+again with other settings (refused, naming the setting and both values, as a sweep refuses a changed
+base spec), and two identical commands started at the same moment (a fork family, `interp analyze
+SWEEP`): the second behaves as it does when started later, and no work is done twice.
+
+Simultaneous starts are made deterministic with a gate: every process imports what it needs, says
+it is ready and waits on a file lock the test holds; the test lets them all go at once. What is
+asserted holds for every interleaving (which process makes, trains or analyses what is not fixed).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from interp.cli import main
+from tests.helpers import cli_json, copy_run, snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+# ---------------------------------------------------------------------------- 12: run again with other settings
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, tiny_run) -> dict[str, Path]:
+    """A finished fork, an unfinished one (made, never trained) and a finished family of the tiny run
+    (eval_every 5, checkpoint_every 10), each a few steps."""
+    from interp.forks.arms import parse_arms
+    from interp.forks.fork import create_fork
+    from interp.runs import Run
+
+    root = tmp_path_factory.mktemp("concurrency-settings")
+    parent = tiny_run()
+    assert main(["fork", str(parent), "--at", "20", "--arm", "minibatch", "--steps", "4", "--out",
+                 str(root / "fork"), "--quiet"]) == 0
+    create_fork(Run.open(parent), 20, parse_arms("minibatch")[0], 4, root / "unfinished")
+    assert main(["fork", str(parent), "--at", "20", "--arm", "minibatch,full_batch", "--steps", "4", "--out",
+                 str(root / "family"), "--quiet"]) == 0
+    return {"parent": parent, "fork": root / "fork", "unfinished": root / "unfinished", "family": root / "family"}
+
+
+AGAIN = ["fork", "{P}", "--at", "20", "--steps", "4", "--out", "{O}", "--quiet"]
+SETTINGS = [
+    # (id, folder, extra argv, exit status, fragments); it exited 0 and returned the old fork without a word
+    ("fork-eval-every", "fork", ["--arm", "minibatch", "--eval-every", "2"], 2,
+     ["train.eval_every=5", "train.eval_every=2"]),
+    ("fork-checkpoint-every", "fork", ["--arm", "minibatch", "--checkpoint-every", "1"], 2,
+     ["train.checkpoint_every=10", "train.checkpoint_every=1"]),
+    ("fork-save-optimizer", "fork", ["--arm", "minibatch", "--save-optimizer"], 2,
+     ["train.save_optimizer=False", "train.save_optimizer=True"]),
+    ("fork-checkpoint-dtype", "fork", ["--arm", "minibatch", "--checkpoint-dtype", "float16"], 2,
+     ["train.checkpoint_dtype=float32", "train.checkpoint_dtype=float16"]),
+    # not finished: resuming it would as silently keep its own settings
+    ("unfinished-eval-every", "unfinished", ["--arm", "minibatch", "--eval-every", "2"], 2,
+     ["train.eval_every=5", "train.eval_every=2"]),
+    # a family refused with "its forks.json differs", naming nothing
+    ("family-eval-every", "family", ["--arm", "minibatch,full_batch", "--eval-every", "2"], 2,
+     ["eval_every", "2"]),
+    # the same settings (the parent's own, given explicitly): the same fork, kept as it is
+    ("fork-same-settings", "fork", ["--arm", "minibatch", "--eval-every", "5"], 0, ["done"]),
+    ("family-same-settings", "family", ["--arm", "minibatch,full_batch"], 0, ["done"]),
+    ("family-parent-value", "family", ["--arm", "minibatch,full_batch", "--eval-every", "5"], 0, ["done"]),
+]
+
+
+@pytest.mark.parametrize("case", SETTINGS, ids=lambda c: c[0])
+def test_run_again_with_other_settings(case, made, capsys):
+    name, folder, extra, status, fragments = case
+    out = made[folder]
+    saved = snapshot(out, cache=False)
+    argv = [a.replace("{P}", str(made["parent"])).replace("{O}", str(out)) for a in AGAIN + extra]
+    code, text = _run_cli(argv, capsys)
+    assert code == status, text[-2000:]
+    assert "Traceback" not in text and all(f.lower() in text.lower() for f in fragments), text[-2000:]
+    if status == 2:
+        assert len(text.strip().splitlines()) == 1, text[-2000:]
+    assert snapshot(out, cache=False) == saved, "a fork run again was changed"
+
+
+# ---------------------------------------------------------------------------- two processes started at once
+GATE = """
+import fcntl, pathlib, sys
+import torch  # noqa: F401 - imported before the gate: every process starts its command at the same moment
+import interp.forks.family, interp.sweeps.analyze  # noqa: F401
+from interp.cli import main
+pathlib.Path(sys.argv[2]).touch()
+with open(sys.argv[1]) as gate:
+    fcntl.flock(gate, fcntl.LOCK_SH)  # waits while the test holds the gate
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def _at_once(argv: list[str], n: int, tmp_path: Path, timeout: float = 120) -> list[subprocess.CompletedProcess]:
+    """`interp ARGV` in `n` processes let go at the same moment (module docstring)."""
+    gate = tmp_path / "gate"
+    gate.touch()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    with open(gate) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        procs = [subprocess.Popen([sys.executable, "-c", GATE, str(gate), str(tmp_path / f"ready{i}"), *argv],
+                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(n)]
+        deadline = time.monotonic() + timeout
+        while not all((tmp_path / f"ready{i}").exists() for i in range(n)):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a process never got ready"
+            time.sleep(0.05)
+    out = []
+    for p in procs:  # leaving the `with` opened the gate
+        stdout, stderr = p.communicate(timeout=timeout)
+        out.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
+    return out
+
+
+def _steps(path: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_two_identical_family_commands_at_once_share_the_forks(tiny_run, tmp_path, capsys):
+    """The second exited 2 ("already holds a run"): both made the same fork folders. Now they share the
+    family as a later start does: each fork is made once and trained by one process, a fork the
+    other holds is skipped and named, and together they finish the family."""
+    family = tmp_path / "fam"
+    argv = ["fork", str(tiny_run()), "--at", "20", "--arm", "minibatch,full_batch", "--steps", "5", "--out",
+            str(family), "--quiet"]
+    results = _at_once(argv, 2, tmp_path)
+    for r in results:
+        text = r.stdout + r.stderr
+        assert r.returncode in (0, 1), text[-3000:]  # 1: a fork the other process was still training
+        assert "Traceback" not in text and "already holds a run" not in text, text[-3000:]
+        assert "interp: error" not in text and "failed" not in text, text[-3000:]
+        for line in r.stderr.splitlines():
+            if "skipped" in line:  # a busy fork is named, with who holds it
+                assert "being trained by another process" in line and f"{family}/at" in line, line
+    table = cli_json(capsys, ["fork", "status", str(family), "--json"])["table"]  # exit 0: every fork done
+    assert [r["status"] for r in table] == ["done"] * 2, table
+    for row in table:  # trained once: the log never goes back
+        steps = _steps(family / row["run"] / "metrics.jsonl")
+        assert steps == sorted(set(steps)) and steps[-1] == row["fork_step"] + 5, (row["run"], steps)
+
+
+# ---------------------------------------------------------------------------- 14: analyze SWEEP twice at once
+SMALL = ["--preset", "tiny", "--n-bases", "24", "--n-layers", "1", "--n-heads", "2", "--d-model", "32",
+         "--d-head", "16", "--d-mlp", "64", "--batch-size", "16", "--lr", "0.003", "--eval-every", "10",
+         "--eval-size", "64", "--checkpoint-every", "50", "--steps", "400", "--stop-after-snap", "30",
+         "--threads-per-run", "1", "--quiet"]
+ANALYZE = ["--only", "sensitivity", "--steps", "pre,mid,post", "--json", "--quiet", "--threads-per-run", "1"]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    """Two small runs that snap within 400 steps (about 10 s of training)."""
+    out = tmp_path_factory.mktemp("concurrency-sweep") / "sweep"
+    assert main(["sweep", *SMALL, "--grid", "task.k=3,4", "--out", str(out)]) == 0
+    return out
+
+
+def _computed(text: str) -> dict[str, int]:
+    return {r["name"]: r["computed"] for r in json.loads(text)["runs"]}
+
+
+def test_a_run_another_process_analyses_is_skipped_then_analysed(sweep, tmp_path):
+    """`analyze_sweep(wait=False)` names a run whose analysis lock another process holds and analyses the
+    others; its cache is untouched. Once the lock is free, it is analysed."""
+    from interp.files import WriterLock
+    from interp.sweeps.analyze import ANALYSIS_LOCK, analyze_sweep
+    from interp.sweeps.sweep import Sweep
+
+    folder = copy_run(sweep, tmp_path / "sweep")
+    held, other = (folder / "k3-nb24-s0"), (folder / "k4-nb24-s0")
+    (held / ANALYSIS_LOCK).parent.mkdir(exist_ok=True)
+    lock = WriterLock(held / ANALYSIS_LOCK)
+    lock.acquire()  # its own open file: the suite's claim on another one is refused, as another process's is
+    try:
+        saved = snapshot(held)
+        first = analyze_sweep(Sweep.open(folder), only=["sensitivity"], steps="pre,mid,post", progress=False,
+                              wait=False)
+        assert [r["name"] for r in first.results] == [other.name] and first.computed > 0
+        assert "being analysed by another process" in first.skipped[held.name], first.skipped
+        assert snapshot(held) == saved
+    finally:
+        lock.release()
+    again = analyze_sweep(Sweep.open(folder), only=["sensitivity"], steps="pre,mid,post", progress=False, wait=False)
+    got = {r["name"]: (r["computed"], r["cached"]) for r in again.results}
+    assert got[held.name][0] > 0 and got[other.name][0] == 0, got
+
+
+def test_two_analyze_sweep_at_once_compute_each_result_once(sweep, tmp_path, capsys):
+    """Both computed everything (twice the work, the same results). Now a run the other process is
+    analysing is waited for and read from its cache: the cache misses of both add up to one analysis."""
+    folder = copy_run(sweep, tmp_path / "sweep")
+    results = _at_once(["analyze", str(folder), *ANALYZE], 2, tmp_path)
+    for r in results:
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    third = cli_json(capsys, ["analyze", str(folder), *ANALYZE])  # a third, alone: everything from the cache
+    assert sum(r["computed"] for r in third["runs"]) == 0
+    entries = {r["name"]: r["cached"] for r in third["runs"]}  # every entry, read back
+    both = [_computed(r.stdout) for r in results]
+    assert {name: both[0][name] + both[1][name] for name in entries} == entries, (both, entries)
+    for r in results:
+        got = json.loads(r.stdout)
+        assert {x["name"]: x["findings"] for x in got["runs"]} == {x["name"]: x["findings"] for x in third["runs"]}
