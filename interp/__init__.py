@@ -2,7 +2,7 @@
 
     import interp
     run = interp.Run.open("checkpoints/demo")
-    model = run.model(run.steps[-1])     # a transformer_lens.HookedTransformer
+    model = run.model(run.steps[-1])     # a transformer_lens.HookedTransformer (a TransformerBridge on TL 4)
     interp.tau(run)                      # tau_half; interp.tau(run, kind="window")
     sw = interp.Sweep.open("sweeps/k")   # a family of runs; sw.table()
     interp.open("sweeps/k")              # whichever it is: a Run, a Sweep or a ForkFamily

@@ -94,8 +94,10 @@ def read(path: Path, expected_sha: str | None = None, self_hashed: bool = False
 
 def checkpoint_bytes(model: nn.Module, step: int, dtype: str) -> bytes:
     """A checkpoint: the model's parameters only, in `dtype`."""
+    from interp.model import tl_params
+
     kind = getattr(torch, dtype)
-    params = {name: p.detach().cpu().to(kind).contiguous() for name, p in model.named_parameters()}
+    params = {name: p.detach().cpu().to(kind).contiguous() for name, p in tl_params(model).items()}
     return serialize(params, {"step": str(step), "format": "interp-checkpoint-1"})
 
 
@@ -123,7 +125,9 @@ def resume_bytes(step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
     with `identity` (IDENTITY_FIELDS: which run and checkpoint it continues) in the hashed metadata."""
     if set(identity) != set(IDENTITY_FIELDS) or identity["step"] != step:
         raise ValueError(f"a resume identity needs exactly {IDENTITY_FIELDS} for step {step}, got {identity}")
-    tensors = {f"param.{n}": p.detach().cpu().contiguous() for n, p in model.named_parameters()}
+    from interp.model import tl_params
+
+    tensors = {f"param.{n}": p.detach().cpu().contiguous() for n, p in tl_params(model).items()}
     opt = optimizer.state_dict()
     for idx, state in opt["state"].items():
         for key, value in state.items():
@@ -159,6 +163,10 @@ def read_resume(path: Path) -> ResumeState:
 
 def load_params(model: nn.Module, params: dict[str, Tensor]) -> None:
     """Copy saved parameters into `model`, refusing any mismatch of names or shapes."""
+    from interp.model import is_bridge, load_tl_params
+
+    if is_bridge(model):  # TransformerLens 4: converted to the bridge's layout
+        return load_tl_params(model, params)
     own = dict(model.named_parameters())
     missing, extra = sorted(set(own) - set(params)), sorted(set(params) - set(own))
     if missing or extra:

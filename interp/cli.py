@@ -146,11 +146,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     from interp.runs import Run
     from interp.summary import as_text, run_rows, run_summary
 
-    summary = run_summary(Run.open(args.run))
+    from interp.summary import lead_row, lead_under
+
+    run = Run.open(args.run)
+    summary = run_summary(run)
+    leads = [lead_under(run, d) for d in args.lead_definition or ()]  # docs/definitions.md, "The shuffle gap's lead"
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps({**summary, **({"leads": leads} if leads else {})}, indent=2))
     else:
-        print(as_text(run_rows(summary)))
+        print(as_text(run_rows(summary) + [lead_row(lead) for lead in leads]))
     return 0
 
 
@@ -364,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="spec, saved steps, plateau height and tau of a run")
     p.add_argument("run", type=path_arg("the run folder"), help="run folder")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--lead-definition", action="append", metavar="DEF", help="also show the shuffle gap's lead under "
+                   "DEF (repeatable): ours (tau_half, unbiased dz), author (l1_0.9, in-batch dz) or T_LOSS/DZ")
     p.set_defaults(func=cmd_show)
 
     from interp.analysis import registry

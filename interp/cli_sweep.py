@@ -207,7 +207,8 @@ def add_executor_flags(p: argparse._ActionsContainer, verb: str, defaults: bool 
 
 # ---------------------------------------------------------------------------- analyze SWEEP
 CIRCUIT_VIEW = (("run", "run", "{}"), ("k", "K", "{:.0f}"), ("seed", "seed", "{:.0f}"), ("tau_half", "tau_half", "{:.0f}"),
-                ("gap_lead", "gap lead", "{:.2f}"), ("routing_head", "routing", "{}"),
+                ("gap_lead", "gap lead", "{:.2f}"), ("gap_lead_author", "lead (author)", "{:.2f}"),
+                ("routing_head", "routing", "{}"),
                 ("carried_share_lead", "carried lead", "{:.2f}"), ("used_ablation_lead", "used lead", "{:.2f}"),
                 ("ablation_at_tau", "ablation@tau", "{:+.2f}"), ("groups_above_80_at_half_tau", "groups@tau/2", "{:.2f}"))
 

@@ -216,3 +216,32 @@ def batch_loss(
     logits = model(tokens[:, : last + 1])[:, first : last + 1]
     targets = tokens[:, first + 1 : last + 2]
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def batch_loss_and_first(
+    model: Model, tokens: Int[Tensor, "n seq"], loss_pos: tuple[int, ...]
+) -> tuple[Float[Tensor, ""], Float[Tensor, ""]]:
+    """`batch_loss` (the same operations, so the same gradient bit for bit) and, from the same logits
+    (no second forward), the batch's mean full-vocabulary first-token cross-entropy, detached: the
+    author's per-batch first_target_loss (SPEC 9.1)."""
+    first, last = loss_pos[0], loss_pos[-1]
+    logits = model(tokens[:, : last + 1])[:, first : last + 1]
+    targets = tokens[:, first + 1 : last + 2]
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    with torch.no_grad():
+        loss_first = F.cross_entropy(_wide(logits[:, 0].detach()), targets[:, 0])
+    return loss, loss_first
+
+
+@torch.no_grad()
+def inbatch_shuffled_first_loss(
+    model: Model, tokens: Int[Tensor, "n seq"], z_pos: tuple[int, ...], decision_pos: int, perm: Int[Tensor, " n"]
+) -> float:
+    """The author's loss_z_shuffled (SPEC 9.1): the mean full-vocabulary first-token cross-entropy of
+    a batch whose z is permuted across its rows (row i gets row perm[i]'s z; a row may get its own,
+    so this dz estimate is biased low by about 1/K). Call in eval mode."""
+    shuffled = tokens.clone()
+    cols = torch.tensor(z_pos, device=tokens.device)
+    shuffled[:, cols] = tokens[perm.to(tokens.device)][:, cols]
+    logits = model(shuffled[:, : decision_pos + 1])[:, decision_pos]
+    return float(F.cross_entropy(_wide(logits), shuffled[:, decision_pos + 1]))

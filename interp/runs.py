@@ -299,7 +299,7 @@ class Run:
         return tensors
 
     def model(self, step: int | str = "last", device: str = "cpu"):
-        """The checkpoint at `step` as a transformer_lens.HookedTransformer in eval mode."""
+        """The checkpoint at `step` as a transformer_lens.HookedTransformer in eval mode (a TransformerBridge on TL 4)."""
         from interp.checkpoints import load_params
         from interp.model import build_model, to_device
 

@@ -11,7 +11,9 @@ import numpy as np
 
 # Streams shared across the toolkit; an analysis that draws its own declares it in its
 # registry entry (`Analysis.stream`), and the registry declares them here (`add_streams`).
-BASE_STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "bootstrap")
+# "inbatch_shuffle": the permutation of z across the logged training batch (the author's in-batch dz),
+# drawn per step (`step_generator`) so that it never touches the batch stream and a resumed run draws the same.
+BASE_STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "bootstrap", "inbatch_shuffle")
 _SOURCES: list[Callable[[], Iterable[str]]] = []  # each lists more streams, read whenever they are asked for
 
 
@@ -43,6 +45,16 @@ def torch_generator(seed: int, stream: str):
 
     gen = torch.Generator(device="cpu")
     gen.manual_seed(derive_seed(seed, stream))
+    return gen
+
+
+def step_generator(seed: int, stream: str, step: int):
+    """A CPU torch.Generator for `stream` at one step: a pure function of (seed, stream, step), so it
+    needs no state in a resume file and draws the same whether or not the run was resumed."""
+    import torch
+
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed((derive_seed(seed, stream) + int(step)) & ((1 << 63) - 1))
     return gen
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from interp.metrics import batch_loss
+from interp.metrics import batch_loss_and_first
 from interp.seeding import torch_generator
 from interp.spec import TrainSpec
 
@@ -92,12 +92,18 @@ class MinibatchStep:
         self.batch_size, self.grad_clip = tspec.batch_size, tspec.grad_clip
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self.log = GradientLog(device) if log_gradients else None
+        # the author's first_target_loss (SPEC 9.1): the window's sum of per-batch first-token CE, on the device
+        self.first_sum, self.first_count = torch.zeros((), dtype=torch.float64, device=device), 0
+        self.last_batch: torch.Tensor | None = None  # the rows of the latest step (the author's in-batch dz)
 
     def __call__(self, step: int) -> torch.Tensor:
         idx = torch.randint(self.n, (self.batch_size,), generator=self.batches)
-        loss = batch_loss(self.forward, self.tokens[idx.to(self.device)], self.loss_pos)
+        loss, loss_first = batch_loss_and_first(self.forward, self.tokens[idx.to(self.device)], self.loss_pos)
         if not bool(torch.isfinite(loss)):
             return loss.detach()
+        self.first_sum.add_(loss_first)
+        self.first_count += 1
+        self.last_batch = idx
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.log is not None:
@@ -110,6 +116,14 @@ class MinibatchStep:
     def logged(self) -> dict:
         """The gradient columns since the last call (empty without logging)."""
         return {} if self.log is None else self.log.row()
+
+    def first_window(self) -> dict:
+        """`train_loss_first`: the running mean of the per-batch first-token CE since the last call (the
+        author's logging window, SPEC 9.1); starts a new window. Empty when no step was taken."""
+        out = {"train_loss_first": float(self.first_sum) / self.first_count} if self.first_count else {}
+        self.first_sum.zero_()
+        self.first_count = 0
+        return out
 
 
 @dataclass

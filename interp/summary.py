@@ -5,7 +5,7 @@ from __future__ import annotations
 from interp.formatting import fmt
 from interp.names import METRICS
 from interp.runs import Run
-from interp.transition import GAP_LEAD_NATS, facts, finite
+from interp.transition import GAP_LEAD_NATS, facts, finite, parse_lead_definition
 
 FINAL = METRICS
 FACTS = ("plateau_height", "plateau_start", "plateau_end", "tau_half", "tau_window",
@@ -73,6 +73,29 @@ def run_rows(s: dict) -> Rows:
                               f"candidate acc = {fmt(s.get('final_acc_cand'), '.3f')}, "
                               f"exact match = {fmt(s.get('final_acc_exact'), '.3f')}"))
     return rows
+
+
+def lead_under(run: Run, definition: str) -> dict:
+    """The shuffle gap's lead under a named definition ("ours", "author" or "T_LOSS/DZ",
+    `interp.transition.parse_lead_definition`): {"definition", "t_loss", "dz", "gap_onset", "t_loss_step",
+    "gap_lead", "not_measured"}; not_measured is the one-line reason a run's log cannot give it (a run
+    trained before the author's columns were logged), and then every value is None."""
+    t_loss, dz = parse_lead_definition(definition)
+    found = facts(run)
+    why = found.not_measured(t_loss, dz)
+    lead = {"gap_onset": None, "t_loss": None, "gap_lead": None} if why else found.gap_lead_at(t_loss, dz)
+    return {"definition": definition, "t_loss": t_loss, "dz": dz, "gap_onset": lead["gap_onset"],
+            "t_loss_step": lead["t_loss"], "gap_lead": lead["gap_lead"], "not_measured": why}
+
+
+def lead_row(lead: dict) -> tuple[str, str]:
+    """`lead_under`'s result as a (label, text) row of `interp show`."""
+    label = f"lead ({lead['definition']})"
+    if lead["not_measured"]:
+        return label, lead["not_measured"]
+    return label, (f"t_loss = {lead['t_loss']} at step {fmt(lead['t_loss_step'], none='never')}, dz ({lead['dz']}) > "
+                   f"{GAP_LEAD_NATS:g} nats from step {fmt(lead['gap_onset'], none='never')}: (t_loss - t) / t_loss = "
+                   f"{fmt(lead['gap_lead'], '.2f')}")
 
 
 def as_text(rows: Rows) -> str:

@@ -15,6 +15,11 @@ docs/diagnostics.md): `grad_norm` (||g_B|| of the step just taken, before clippi
 (`interp.steps.GradientLog`); and AdamW's state per module, `eff_step.<module>` and
 `v_mean.<module>` (`interp.optimizer_stats`). Q is kept in the resume state, so a
 resumed run continues it exactly (`resumed_dissipation`).
+Rows at multiples of `eval_every` (the author's logging cadence) also log what the author's
+shuffle-gap lead needs (SPEC 9.1, docs/diagnostics.md): `train_loss_first` (the running mean over
+the steps since the previous such row of the batches' first-token loss, from the step's own logits)
+and `batch_shuffled_loss_first` (the row's batch after its update, z permuted across its rows by the
+"inbatch_shuffle" stream); neither touches the weights or the batch order.
 
 The loop drives the stepper it is given (`interp.steps.Stepping`, from a factory: by default
 `minibatch_stepper`, the plain run's step); it knows no other. A fork is trained with its own
@@ -33,10 +38,11 @@ from tqdm.auto import tqdm
 from interp.checkpoints import load_params
 from interp.devices import is_allocation_failure
 from interp.errors import InterpError
-from interp.metrics import evaluate_examples, summarize
+from interp.metrics import evaluate_examples, inbatch_shuffled_first_loss, summarize
 from interp.optimizer_stats import optimizer_columns
 from interp.model import build_model, to_device
 from interp.runs import Run
+from interp.seeding import step_generator
 from interp.spec import TrainSpec
 from interp.precision import check_precision, training_forward
 from interp.steps import build_optimizer, compiled, minibatch_stepper
@@ -195,6 +201,20 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
             )
         return {"step": step, "lr": lr, "train_loss": train_loss, **row}
 
+    def author_columns(step: int) -> dict:
+        """The author's first_target_loss (SPEC 9.1: the running mean over the window since the previous
+        row on the grid) and loss_z_shuffled (the window's last batch after its update: eval mode, z
+        permuted across the rows by the step's own generator, never the batch stream)."""
+        out = getattr(stepper, "first_window", dict)()
+        batch = getattr(stepper, "last_batch", None)
+        if batch is None or not task.has_selector:
+            return out
+        perm = torch.randperm(len(batch), generator=step_generator(spec.seed, "inbatch_shuffle", step))
+        model.eval()
+        value = inbatch_shuffled_first_loss(model, tokens_all[batch.to(device)], layout.z_pos, layout.decision_pos, perm)
+        model.train()
+        return {**out, "batch_shuffled_loss_first": value}
+
     def checkpoint(step: int) -> None:
         nonlocal last_checkpoint
         run.save_checkpoint(step, model)
@@ -249,6 +269,8 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
                 continue
             row = evaluate(step, lr, float(running) / max(n_running, 1))
             row.update(getattr(stepper, "logged", dict)())  # the gradient log (and a fork's realised update power)
+            if step % tspec.eval_every == 0:  # the author's columns on the regular grid only (his log's cadence)
+                row.update(author_columns(step))
             row.update(optimizer_columns(model, optimizer))
             running.zero_()
             n_running = 0

@@ -175,7 +175,34 @@ def rise_onset(
 
 # The author's "50% lead" (docs/definitions.md, "Transition times"): the shuffle gap's, not a head's.
 GAP_LEAD_NATS = 0.1  # t(dz > 0.1 nats): the first evaluated step whose shuffle gap exceeds this
-T_LOSS_KINDS = ("half", "snap")  # t_loss: tau_half (default), or the snap (tau_window's end)
+# t_loss (docs/definitions.md, "The shuffle gap's lead"): tau_half (default); the snap (tau_window's end); the
+# author's, the first logged step whose running mean of the training batches' first-token loss (the
+# `train_loss_first` column) is below 0.9 log K; or the same threshold on the evaluated first-token loss.
+T_LOSS_KINDS = ("half", "snap", "l1_0.9", "l1_0.9_eval")
+L1_FRACTION = 0.9
+# dz: ours (`shuffle_gap`: fixed evaluation subset, z' never the own z) or the author's in-batch one
+# (`batch_shuffled_loss_first - train_loss_first`: biased low by about 1/K), SPEC 9.1
+DZ_ESTIMATORS = ("unbiased", "inbatch")
+LEAD_DEFINITIONS = {"ours": ("half", "unbiased"), "author": ("l1_0.9", "inbatch")}
+NEEDS_COLUMN = {"l1_0.9": "train_loss_first", "inbatch": "batch_shuffled_loss_first"}
+
+
+def parse_lead_definition(text: str) -> tuple[str, str]:
+    """(t_loss, dz estimator) of a lead definition: "ours" (half/unbiased), "author" (l1_0.9/inbatch) or
+    "T_LOSS/DZ" (e.g. "l1_0.9_eval/unbiased")."""
+    if text in LEAD_DEFINITIONS:
+        return LEAD_DEFINITIONS[text]
+    t_loss, _, dz = str(text).partition("/")
+    if t_loss not in T_LOSS_KINDS or dz not in DZ_ESTIMATORS:
+        raise InterpError(f"unknown lead definition {text!r}; allowed: {', '.join(LEAD_DEFINITIONS)} or T_LOSS/DZ with "
+                          f"T_LOSS one of {', '.join(T_LOSS_KINDS)} and DZ one of {', '.join(DZ_ESTIMATORS)}")
+    return t_loss, dz
+
+
+def lead_suffix(t_loss: str, dz: str) -> str:
+    """The column suffix of a definition: "" for ours, "_author" for the author's, else "_T_LOSS_DZ"."""
+    name = next((k for k, v in LEAD_DEFINITIONS.items() if v == (t_loss, dz)), None)
+    return "" if name == "ours" else f"_{name}" if name else f"_{t_loss}_{dz}"
 
 
 def first_above(steps: ArrayLike, values: ArrayLike, threshold: float) -> int | None:
@@ -190,21 +217,24 @@ def gap_lead(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log
     """The shuffle gap's lead by the author's definition: (t_loss - t(dz > threshold)) / t_loss.
 
     `t_loss` is "half" (tau_half, the default), "snap" (the first step below 0.05 log K, the end of
-    tau_window) or a step. Returns {"gap_onset", "t_loss", "gap_lead"}; a value that cannot be had
+    tau_window) or a step (the l1_0.9 kinds need the first-token series: `TransitionFacts.gap_lead_at`).
+    Returns {"gap_onset", "t_loss", "gap_lead"}; a value that cannot be had
     (dz never exceeds the threshold, the loss never moves) is None. No hold is asked of the crossing:
     the definition is the first step above the threshold."""
     s, lc = _arrays(steps, loss_cand)
     _, dz = _arrays(steps, shuffle_gap)
-    t = _t_loss(t_loss, lambda: tau_half(s, lc, log_k), lambda: snap_step(s, lc, log_k))
+    if t_loss in ("l1_0.9", "l1_0.9_eval"):
+        raise InterpError(f"t_loss {t_loss!r} needs the first-token loss: use facts(run).gap_lead_at")
+    t = _t_loss(t_loss, {"half": lambda: tau_half(s, lc, log_k), "snap": lambda: snap_step(s, lc, log_k)})
     return _lead(first_above(s, dz, threshold), t)
 
 
-def _t_loss(t_loss: str | int, half, snap) -> int | None:
-    """The step t_loss names: "half" (`half()`), "snap" (`snap()`) or a positive step."""
+def _t_loss(t_loss: str | int, kinds: dict) -> int | None:
+    """The step t_loss names: a kind (`kinds[t_loss]()`) or a positive step."""
     if isinstance(t_loss, str):
         if t_loss not in T_LOSS_KINDS:
             raise InterpError(f"unknown t_loss {t_loss!r}; allowed: {', '.join(T_LOSS_KINDS)} or a step")
-        return half() if t_loss == "half" else snap()
+        return kinds[t_loss]()
     if isinstance(t_loss, (int, np.integer)) and not isinstance(t_loss, bool) and t_loss > 0:
         return int(t_loss)
     raise InterpError(f"t_loss must be 'half', 'snap' or a positive step, got {t_loss!r}")
@@ -240,6 +270,10 @@ class TransitionFacts:
     gap_onset: int | None = None
     gap_lead: float | None = None
     gap_lead_snap: float | None = None
+    l1_step: int | None = None  # the author's t_loss: train_loss_first < 0.9 log K (None: never, or not logged)
+    l1_eval_step: int | None = None  # the same on the evaluated loss_first
+    gap_onset_inbatch: int | None = None  # the author's in-batch dz > 0.1 nats
+    logged: frozenset = frozenset()  # which of the author's columns (NEEDS_COLUMN) the log has
     steps: tuple[int, ...] = field(default=(), repr=False)
     loss_cand: tuple[float, ...] = field(default=(), repr=False)
 
@@ -252,9 +286,28 @@ class TransitionFacts:
         """(t_start, t_end) of the transition window (`window_bounds`), or None."""
         return None if self.window_start is None else (self.window_start, self.window_end)
 
-    def gap_lead_at(self, t_loss: str | int = "half") -> dict:
-        """`gap_lead` of these evaluations against t_loss ("half", "snap" or a step), with no log read."""
-        return _lead(self.gap_onset, _t_loss(t_loss, lambda: self.tau_half, lambda: self.snap_step))
+    def gap_lead_at(self, t_loss: str | int = "half", dz: str = "unbiased") -> dict:
+        """`gap_lead` of these evaluations against t_loss (a T_LOSS_KINDS name or a step) with the dz
+        estimator `dz`, with no log read. A definition whose column this log lacks (a run trained before
+        it was logged) raises an InterpError saying so; one the run never reaches gives None."""
+        if dz not in DZ_ESTIMATORS:
+            raise InterpError(f"unknown dz estimator {dz!r}; allowed: {', '.join(DZ_ESTIMATORS)}")
+        for need in (t_loss, dz):
+            if need in NEEDS_COLUMN and NEEDS_COLUMN[need] not in self.logged and self.has_cand:
+                raise InterpError(f"the author's {'in-batch dz' if need == 'inbatch' else 'running-mean t_loss'} cannot "
+                                  f"be computed for this run: its metrics log has no {NEEDS_COLUMN[need]} column "
+                                  f"(logged by runs trained since it was added)")
+        kinds = {"half": lambda: self.tau_half, "snap": lambda: self.snap_step,
+                 "l1_0.9": lambda: self.l1_step, "l1_0.9_eval": lambda: self.l1_eval_step}
+        return _lead(self.gap_onset if dz == "unbiased" else self.gap_onset_inbatch, _t_loss(t_loss, kinds))
+
+    def not_measured(self, t_loss: str, dz: str) -> str | None:
+        """Why the lead cannot be had under (t_loss, dz): the one line `gap_lead_at` raises, or None."""
+        try:
+            self.gap_lead_at(t_loss, dz)
+        except InterpError as exc:
+            return str(exc)
+        return None
 
     def reached_from(self, step: int) -> tuple[int | None, int | None, int | None]:
         """From `step` on (a fork's escape): the first evaluation below 0.5 log K, the first below
@@ -265,13 +318,16 @@ class TransitionFacts:
         return half, snap, (after[-1][0] if after else None)
 
 
-def derive(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log_k: float) -> TransitionFacts:
+def derive(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log_k: float,
+           first: dict | None = None) -> TransitionFacts:
     """The facts of logged evaluations (sorted steps; missing values NaN or None): every one is
     computed on the evaluations with a finite candidate loss; the plateau's span only when each of
-    those has a shuffle gap."""
+    those has a shuffle gap. `first` holds the first-token series of the author's lead, by column
+    name (loss_first, train_loss_first, batch_shuffled_loss_first), each aligned with `steps`."""
     rows = [(s, lc, dz) for s, lc, dz in zip(steps, loss_cand, shuffle_gap) if finite(lc) is not None]
     if not rows:
         return TransitionFacts(log_k)
+    author = _author_facts(steps, first or {}, log_k)
     s = [r[0] for r in rows]
     lc = [r[1] for r in rows]
     dz = [r[2] for r in rows]
@@ -286,8 +342,20 @@ def derive(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log_k
         snap_step=snap, plateau_height=plateau_height(s, lc, log_k),
         plateau_start=None if span is None else span[0], plateau_end=None if span is None else span[1],
         gap_onset=gap, gap_lead=_lead(gap, half)["gap_lead"], gap_lead_snap=_lead(gap, snap)["gap_lead"],
-        steps=tuple(s), loss_cand=tuple(lc),
+        steps=tuple(s), loss_cand=tuple(lc), **author,
     )
+
+
+def _author_facts(steps, first: dict, log_k: float) -> dict:
+    """The author's t_loss steps and in-batch dz onset (SPEC 9.1) from the first-token series."""
+    col = {name: np.array([math.nan if finite(v) is None else v for v in first.get(name, [None] * len(steps))])
+           for name in ("loss_first", "train_loss_first", "batch_shuffled_loss_first")}
+    s = np.asarray(steps, dtype=np.int64)
+    logged = frozenset(c for c in NEEDS_COLUMN.values() if np.isfinite(col[c]).any())
+    return {"l1_step": first_below(s, col["train_loss_first"], L1_FRACTION * log_k),
+            "l1_eval_step": first_below(s, col["loss_first"], L1_FRACTION * log_k),
+            "gap_onset_inbatch": first_above(s, col["batch_shuffled_loss_first"] - col["train_loss_first"], GAP_LEAD_NATS),
+            "logged": logged}
 
 
 KEPT = metrics_log.KEPT
@@ -306,8 +374,9 @@ def facts(run) -> TransitionFacts:
         return kept[2]
     by_step = {row["step"]: row for row in rows}  # as `Run.metric_series`: sorted, the last of a repeated step wins
     steps = sorted(by_step)
+    first = {c: [by_step[s].get(c) for s in steps] for c in ("loss_first", "train_loss_first", "batch_shuffled_loss_first")}
     made = derive(steps, [by_step[s].get("loss_cand") for s in steps], [by_step[s].get("shuffle_gap") for s in steps],
-                  log_k)
+                  log_k, first)
     _FACTS[key] = (rows, log_k, made)
     _FACTS.move_to_end(key)
     while len(_FACTS) > KEPT:

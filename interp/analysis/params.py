@@ -157,6 +157,9 @@ def selection(model: nn.Module, restrict: str | Sequence[str] | None = None) -> 
     """Resolve `restrict` (None = all parameters; a component name or a list of them) on `model`."""
     import torch
 
+    from interp.model import require_hooked
+
+    require_hooked(model, "selecting parameters (the Hessian, the LLC)")
     if restrict is None:
         tokens = ["all"]
     elif isinstance(restrict, str):

@@ -244,7 +244,9 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
     if model is None:
         lay, theta = checkpoint_vector(read, step)
     else:
-        named = dict(model.named_parameters())
+        from interp.model import tl_params  # checkpoint names and shapes on either TransformerLens
+
+        named = tl_params(model)
         lay = layout({n: p.shape for n, p in named.items()})
         theta = flatten(named, lay, torch.float64)
     prev = prev2 = None

@@ -198,13 +198,14 @@ def state_of(run: Run, step: int, device: str = "cpu") -> tuple[UpdateState, str
     reason, when the state cannot be had (a GPU-trained run without kept states, a fork...)."""
     from interp.checkpoints import load_params
     from interp.replay import state_at
-    from interp.model import build_model, to_device
+    from interp.model import build_model, require_hooked, to_device
     from interp.steps import build_optimizer
     from interp.task import VOCAB_SIZE
 
     state, how = state_at(run, step)
     task, tspec = run.task, run.spec.train
     model = build_model(run.spec.model, task.layout.length, VOCAB_SIZE)
+    require_hooked(model, "the update analysis (AdamW's moments, kept in HookedTransformer's parameter order)")
     load_params(model, state.params)
     model = to_device(model, device).train()
     optimizer = build_optimizer(model, tspec)

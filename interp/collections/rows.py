@@ -32,7 +32,8 @@ def identity(spec: RunSpec | None) -> dict:
 
 
 MEASURES = ("tau_half", "tau_window", "t_start", "t_end", "plateau_height", "snap_step",
-            "steps_to_acc_cand_99", "steps_to_exact_99", "gap_onset", "gap_lead", "gap_lead_snap", "gap_lead_steps")
+            "steps_to_acc_cand_99", "steps_to_exact_99", "gap_onset", "gap_lead", "gap_lead_snap", "gap_lead_steps",
+            "gap_onset_author", "t_loss_author", "gap_lead_author", "gap_lead_steps_author")
 CENSORABLE = ("tau_half", "tau_window", "snap_step", "steps_to_acc_cand_99", "steps_to_exact_99")
 
 
@@ -47,6 +48,20 @@ def _first_at_least(steps: list[int], values: list[float], threshold: float) -> 
     return None
 
 
+def author_lead(run: Run) -> dict:
+    """The shuffle gap's lead under the author's definition (SPEC 9.1: t_loss l1_0.9, in-batch dz), as
+    the `*_author` columns; all None, and author_logged False, for a run whose log lacks its columns."""
+    from interp.transition import LEAD_DEFINITIONS, facts
+
+    found = facts(run)
+    t_loss, dz = LEAD_DEFINITIONS["author"]
+    logged = found.not_measured(t_loss, dz) is None and found.has_cand
+    lead = found.gap_lead_at(t_loss, dz) if logged else {"gap_onset": None, "t_loss": None, "gap_lead": None}
+    steps = None if lead["gap_lead"] is None else lead["t_loss"] - lead["gap_onset"]
+    return {"gap_onset_author": lead["gap_onset"], "t_loss_author": lead["t_loss"], "gap_lead_author": lead["gap_lead"],
+            "gap_lead_steps_author": steps, "author_logged": logged}
+
+
 def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
     """Transition times of one run from its metrics log, and the shuffle gap's onset and lead
     (NaN when dz never exceeds 0.1 nats or tau_half is not reached); a finished run that never reached a
@@ -56,7 +71,7 @@ def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
 
     out: dict = {m: math.nan for m in MEASURES}
     out.update({f"censored_{m}": False for m in CENSORABLE})
-    out.update({"steps_run": None, "wall_seconds": math.nan})
+    out.update({"steps_run": None, "wall_seconds": math.nan, "author_logged": False})
     if run is None:
         out["censored"] = False
         return out
@@ -77,6 +92,8 @@ def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
         "gap_lead_steps": (None if summary["gap_onset"] is None or summary["tau_half"] is None
                            else summary["tau_half"] - summary["gap_onset"]),
     }
+    values.update(author_lead(run))
+    out["author_logged"] = values.pop("author_logged")
     for name, value in values.items():
         out[name] = math.nan if value is None else float(value)
     defined = {"tau_half": has_cand, "tau_window": has_cand, "snap_step": has_cand,

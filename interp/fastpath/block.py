@@ -53,7 +53,9 @@ def attend(
 ) -> Float[Tensor, "b k q head d_head"]:
     """Causal attention of new positions to their shared past and to the new positions up to
     themselves. The queries are every new position (q = c) or the last one alone (q = 1)."""
-    scale = attn.attn_scale
+    from interp.model import attn_scale  # lazy: a cached report imports the fast path, never the model
+
+    scale = attn_scale(attn)
     to_new = torch.einsum("bkqhe,bkshe->bkhqs", q, k) / scale
     c = k.shape[2]
     if q.shape[2] == c and c > 1:

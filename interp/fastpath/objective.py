@@ -29,8 +29,10 @@ def _attend_window(
     first: int,
 ) -> Float[Tensor, "b q head d_head"]:
     """Causal attention of the queries at positions first..first+q-1 over keys 0..s-1."""
+    from interp.model import attn_scale  # lazy: a cached report imports the fast path, never the model
+
     s, nq = k.shape[1], q.shape[1]
-    scores = torch.einsum("bqhe,bshe->bhqs", q, k) / attn.attn_scale
+    scores = torch.einsum("bqhe,bshe->bhqs", q, k) / attn_scale(attn)
     future = torch.arange(s, device=q.device)[None, :] > torch.arange(first, first + nq, device=q.device)[:, None]
     pattern = scores.masked_fill(future, float("-inf")).softmax(-1)
     return torch.einsum("bhqs,bshe->bqhe", pattern, v)

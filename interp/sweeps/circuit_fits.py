@@ -5,6 +5,11 @@
                     its trend against log K, each with a bootstrap interval (the author: 0.52 +-
                     0.14 over K = 3..36, rising from 0.20 at K = 3 to 0.68 at K = 36)
     lead_exponent   the lead in steps (tau_half - t(dz > 0.1)) against K as a power law (K^2.13)
+                    (both take `definition`: "ours", tau_half and the unbiased dz, or "author", SPEC 9.1:
+                    t_loss l1_0.9 and the in-batch dz, the table's `*_author` columns; the share also
+                    carries the author's statistic, `author_statistic`)
+    author_statistic the author's numbers from one definition's leads: positive leads only, mean +-
+                    np.std (ddof 0), and ordinary least squares of log(lead in steps) on log K
     routing_heads   which head routes: counts per head and per K, the share in layer 0
     ablation_trend  the routing head's ablation effect at tau against log K (the paper: +1.41
                     nats for zero-ablating L0H3 at K = 10)
@@ -42,6 +47,8 @@ from interp.sweeps.paper import (
     PAPER_ROUTING,
 )
 
+LOGGED = ("whose metrics logs have the author's columns (train_loss_first, batch_shuffled_loss_first; runs "
+          "trained before they were logged cannot give the author's in-batch dz or running-mean t_loss)")
 NEEDS_ANALYSIS = "the circuit columns: run interp analyze SWEEP, then Sweep.table(circuits=True)"
 
 
@@ -76,6 +83,7 @@ class KTrend(Presentable):
     points: pd.DataFrame
     censored_runs: list[str]
     paper_values: dict | None = None
+    author_values: dict | None = None  # `author_statistic` of the same runs
 
     @property
     def sign(self) -> str:
@@ -97,6 +105,7 @@ class KTrend(Presentable):
             method=self.method, n_used=self.n_used, n_censored=self.n_censored, n_excluded=self.n_excluded,
             n_undefined=self.n_undefined, censored_runs=self.censored_runs,
             per_k=self.per_k.to_dict(orient="records"), paper=self.paper, points=points_records(self.points, ["k", self.y]),
+            author_statistic=self.author_values,
         ))
 
     def summary(self) -> str:
@@ -109,6 +118,10 @@ class KTrend(Presentable):
             line += f", {self.n_censored} censored"
         if self.n_undefined:
             line += f", {self.n_undefined} undefined"
+        a = self.author_values
+        if a:
+            line += (f"; the author's statistic on the same runs: {fmt(a['mean'])} +- {fmt(a['sd'])} over {a['n_positive']} "
+                     f"positive leads of {a['n']}, lead in steps ~ K^{fmt(a['exponent'])}")
         paper = self.paper or {}
         if "mean" in paper:
             line += (f"; paper: {paper['mean']} +- {paper['sd']} over K, "
@@ -150,21 +163,66 @@ def k_trend(table: pd.DataFrame, y: str, label: str, n_boot: int = N_BOOT, ci: f
                   paper_values=paper)
 
 
-def lead_share(table: pd.DataFrame, t_loss: str = "half", **kwargs) -> KTrend:
-    """The shuffle gap's lead as a share of t_loss (tau_half, or "snap": the end of tau_window):
-    its mean with a CI, per K, and its trend against log K, beside the author's 0.52 +- 0.14."""
+LEAD_COLUMNS = {"ours": ("gap_lead", "gap_lead_steps"), "author": ("gap_lead_author", "gap_lead_steps_author")}
+LEAD_LABELS = {"ours": "", "author": " (the author's definition: t_loss l1_0.9, in-batch dz)"}
+
+
+def _lead_columns(table: pd.DataFrame, definition: str, what: str) -> tuple[str, str]:
+    """The (share, steps) columns of a lead definition; the author's need runs that logged its columns."""
+    if definition not in LEAD_COLUMNS:
+        raise InterpError(f"unknown lead definition {definition!r} for {what}; allowed: {', '.join(LEAD_COLUMNS)}")
+    cols = LEAD_COLUMNS[definition]
+    if definition == "author":
+        _require(table, cols[0], what)
+        if not table.get("author_logged", pd.Series(dtype=bool)).fillna(False).astype(bool).any():
+            raise InterpError(f"{what}: the author's in-batch dz and running-mean t_loss cannot be computed for these "
+                              f"runs: their metrics logs have no train_loss_first / batch_shuffled_loss_first columns "
+                              f"(runs trained before they were logged)")
+    return cols
+
+
+def author_statistic(table: pd.DataFrame, definition: str = "ours") -> dict:
+    """The author's statistic (SPEC 9.1) on one definition's leads of the finished runs: the share's mean
+    +- np.std (ddof 0) over the runs with a positive lead only, and the exponent of an ordinary least-squares
+    fit of log(lead in steps) on log K over the same runs (NaN with fewer than 2 values of K)."""
+    share, steps = _lead_columns(table, definition, "the author's lead statistic")
+    done = table[table["status"] == "done"] if "status" in table else table
+    v = done[share].to_numpy(float)
+    pos = done[np.isfinite(v) & (v > 0)]
+    lead, lsteps = pos[share].to_numpy(float), pos[steps].to_numpy(float)
+    ks = pos["k"].to_numpy(float)
+    ok = lsteps > 0
+    exponent = (float(np.polyfit(np.log(ks[ok]), np.log(lsteps[ok]), 1)[0])
+                if len(set(ks[ok])) >= 2 else math.nan)
+    return dict(definition=definition, n=int(np.isfinite(v).sum()), n_positive=len(pos),
+                mean=float(lead.mean()) if len(lead) else math.nan, sd=float(np.std(lead)) if len(lead) else math.nan,
+                exponent=exponent)
+
+
+def lead_share(table: pd.DataFrame, t_loss: str = "half", definition: str = "ours", **kwargs) -> KTrend:
+    """The shuffle gap's lead as a share of t_loss (tau_half, or "snap": the end of tau_window), under
+    `definition` ("ours" or "author", which fixes t_loss to l1_0.9): its mean with a CI, per K, and its
+    trend against log K, with the author's statistic on the same runs, beside the author's 0.52 +- 0.14."""
     if t_loss not in ("half", "snap"):
         raise InterpError(f"t_loss must be 'half' or 'snap', got {t_loss!r}")
-    y = "gap_lead" if t_loss == "half" else "gap_lead_snap"
-    label = "shuffle-gap lead share" + ("" if t_loss == "half" else " (t_loss = the snap)")
+    y = _lead_columns(table, definition, "the shuffle gap's lead share")[0]
+    if t_loss == "snap":
+        if definition != "ours":
+            raise InterpError("t_loss 'snap' is a variant of our definition; the author's t_loss is l1_0.9")
+        y = "gap_lead_snap"
+    label = "shuffle-gap lead share" + ("" if t_loss == "half" else " (t_loss = the snap)") + LEAD_LABELS[definition]
     paper = dict(mean=PAPER_LEAD_SHARE, sd=PAPER_LEAD_SHARE_SD, per_k=dict(PAPER_LEAD_SHARE_K))
-    return k_trend(table, y, label, paper=paper, **kwargs)
+    trend = k_trend(table, y, label, paper=paper, **kwargs)
+    if y != "gap_lead_snap":
+        trend.author_values = author_statistic(table, definition)
+    return trend
 
 
-def lead_exponent(table: pd.DataFrame, **kwargs):
-    """The lead in steps, tau_half - t(dz > 0.1 nats), against K as a power law (a `PowerLawFit`
-    with x = "k", y = "gap_lead_steps"; the author: K^2.13)."""
-    return power_law(table, x="k", y="gap_lead_steps", **kwargs)
+def lead_exponent(table: pd.DataFrame, definition: str = "ours", **kwargs):
+    """The lead in steps, t_loss - t(dz > 0.1 nats), against K as a power law (a `PowerLawFit` with
+    x = "k", y = "gap_lead_steps", or "gap_lead_steps_author" under the author's definition; the author:
+    K^2.13)."""
+    return power_law(table, x="k", y=_lead_columns(table, definition, "the lead in steps against K")[1], **kwargs)
 
 
 def ablation_trend(table: pd.DataFrame, **kwargs) -> KTrend:
@@ -257,10 +315,15 @@ def circuit_fits(table: pd.DataFrame, n_boot: int = N_BOOT, ci: float = 0.95, se
     ks = done["k"].nunique()
     analysed = "routing_head" in table.columns and done["routing_head"].notna().any()
     boot = dict(n_boot=n_boot, ci=ci, seed=seed)
+    author = "author_logged" in done.columns and bool(done["author_logged"].fillna(False).astype(bool).any())
     attempts = {
         "lead_share": (len(done) >= 2, "needs 2 or more finished runs with a candidate loss",
                        lambda: lead_share(table, **boot)),
         "lead_exponent": (ks >= 3, "needs finished runs at 3 or more values of K", lambda: lead_exponent(table, **boot)),
+        "lead_share_author": (len(done) >= 2 and author, f"needs 2 or more finished runs {LOGGED}",
+                              lambda: lead_share(table, definition="author", **boot)),
+        "lead_exponent_author": (ks >= 3 and author, f"needs finished runs at 3 or more values of K {LOGGED}",
+                                 lambda: lead_exponent(table, definition="author", **boot)),
         "routing_heads": (analysed, f"needs {NEEDS_ANALYSIS}", lambda: routing_heads(table, ci=ci)),
         "ablation_trend": (analysed and "ablation_at_tau" in table.columns and len(done) >= 2,
                            f"needs 2 or more finished runs and {NEEDS_ANALYSIS}", lambda: ablation_trend(table, **boot)),

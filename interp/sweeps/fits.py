@@ -285,7 +285,7 @@ class PowerLawFit(Presentable):
         """The paper's delta when this fit is the same claim (tau against D)."""
         if self.x == "D" and self.y in ("tau_half", "tau_window"):
             return dict(delta=PAPER_DELTA, ci=list(PAPER_DELTA_CI), d_range=list(PAPER_DELTA_RANGE))
-        if self.x == "k" and self.y == "gap_lead_steps":  # the shuffle gap's lead in steps against K
+        if self.x == "k" and self.y in ("gap_lead_steps", "gap_lead_steps_author"):  # the shuffle gap's lead in steps against K
             return dict(delta=PAPER_LEAD_EXPONENT)
         return None
 

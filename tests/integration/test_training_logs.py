@@ -138,6 +138,8 @@ def test_resume_continues_q_exactly(kept, resumed):
     assert len(logged) == 3 + 2 * len(MODULES)
     for step in (30, 40):  # rows after the resume point, computed again by the resumed session
         assert all(ours[step][k] == theirs[step][k] for k in logged), step
+    author = ("train_loss_first", "batch_shuffled_loss_first")  # the author's lead columns, exactly too
+    assert all(ours[step][k] == theirs[step][k] for step in (30, 40) for k in author)
 
 
 def test_an_older_resume_state_takes_q_from_the_metrics_log_or_nan(kept, tmp_path):
