@@ -267,6 +267,20 @@ def cli_json(capsys, argv: list[str]) -> dict:
     return json.loads(out)
 
 
+def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
+    """`interp ARGV` in this process: its exit status (argparse's usage errors included) and what it printed
+    on stdout and stderr (nothing printed before it, e.g. by a fixture)."""
+    from interp.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def interp_cli(*args, cwd=None, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`interp ARGS` in a fresh Python process, as a user runs it (Python's warnings off, output captured)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}

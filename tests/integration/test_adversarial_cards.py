@@ -27,17 +27,9 @@ import pytest
 
 from interp.cli import main
 from interp.errors import InterpError
-from tests.helpers import TINY_FLAGS, copy_run, snapshot
+from tests.helpers import TINY_FLAGS, copy_run, run_main, snapshot
 
 
-def _run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's usage errors
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 # ---------------------------------------------------------------------------- 2: drop_states keeps what it is told
@@ -248,7 +240,7 @@ def test_fork_status_without_the_parent(case, as_json, family, tmp_path, capsys)
     for fork in removed:
         shutil.rmtree(folder / fork)
     saved = snapshot(folder)
-    code, out, err = _run_cli(["fork", "status", str(folder), *(["--json"] if as_json else [])], capsys)
+    code, out, err = run_main(["fork", "status", str(folder), *(["--json"] if as_json else [])], capsys)
     assert code == status, out + err
     assert "Traceback" not in out + err
     if as_json:
@@ -278,7 +270,7 @@ def test_family_card_without_the_parent(gone, family, tmp_path):
 def test_mechanisms_without_the_parent(cached, family, tmp_path, capsys):
     folder, parent = _orphan(family, tmp_path, "moved")
     saved = snapshot(folder, cache=False)
-    code, out, err = _run_cli(["mechanisms", str(folder), *(["--cached"] if cached else []), "--quiet"], capsys)
+    code, out, err = run_main(["mechanisms", str(folder), *(["--cached"] if cached else []), "--quiet"], capsys)
     assert code in (0, 1) and "Traceback" not in out + err, out + err
     assert f"{parent}" in out and "missing" in out, out
     assert "entropic_forks" in out or "entropic" in out.lower()

@@ -23,17 +23,9 @@ from pathlib import Path
 import pytest
 
 from interp.cli import build_parser, main
-from tests.helpers import TINY_FLAGS, copy_run, snapshot
+from tests.helpers import TINY_FLAGS, copy_run, run_main, snapshot
 
 
-def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    capsys.readouterr()  # not what a fixture printed
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's usage errors
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +81,7 @@ def test_an_empty_path_is_refused(case, blank, tiny_run, tmp_path, capsys, monke
     scratch.mkdir()
     monkeypatch.chdir(here)
     saved, saved_other = snapshot(here), snapshot(other)
-    code, out, err = _cli([a.replace("{X}", blank).replace("{R}", str(other)).replace("{T}", str(scratch))
+    code, out, err = run_main([a.replace("{X}", blank).replace("{R}", str(other)).replace("{T}", str(scratch))
                            for a in argv], capsys)
     text = out + err
     assert code == 2, text[-2000:]
@@ -127,7 +119,7 @@ def test_the_page_notes_are_said_on_stderr(case, analysed, tmp_path, capsys):
     name, argv, status = case
     run = copy_run(analysed, tmp_path / "run")
     entry, step = _damaged_cache_and_step(run)
-    code, out, err = _cli([a.replace("{R}", str(run)).replace("{T}", str(tmp_path)) for a in argv], capsys)
+    code, out, err = run_main([a.replace("{R}", str(run)).replace("{T}", str(tmp_path)) for a in argv], capsys)
     assert code == status and "Traceback" not in out + err, err[-3000:]
     page = (tmp_path / "page.html").read_text()
     boxes = re.findall(r'<div class="missing" id="(?:missing|cache-notes)">(.*?)</div>', page, re.S)
@@ -168,7 +160,7 @@ def test_an_old_cache_format_is_named_once(case, analysed, tmp_path, capsys):
     run = copy_run(analysed, tmp_path / "run")
     folder = _old_format(run, fmt)
     saved = snapshot(run)
-    code, out, err = _cli([a.replace("{R}", str(run)).replace("{T}", str(tmp_path)) for a in argv], capsys)
+    code, out, err = run_main([a.replace("{R}", str(run)).replace("{T}", str(tmp_path)) for a in argv], capsys)
     assert code == 0 and "Traceback" not in out + err, err[-3000:]
     said = [line for line in err.splitlines() if str(folder) in line]
     assert len(said) == 1, err[-3000:]  # once, naming the folder
@@ -178,7 +170,7 @@ def test_an_old_cache_format_is_named_once(case, analysed, tmp_path, capsys):
 
 def test_a_current_cache_is_not_called_old(analysed, tmp_path, capsys):
     run = copy_run(analysed, tmp_path / "run")
-    code, out, err = _cli(["analyze", str(run), "--only", "trajectory", "--quiet"], capsys)
+    code, out, err = run_main(["analyze", str(run), "--only", "trajectory", "--quiet"], capsys)
     assert code == 0 and "format" not in err, err
 
 
@@ -271,7 +263,7 @@ def test_ls_names_what_is_damaged(case, as_json, tiny_run, tmp_path, capsys):
     fragment = damage(made / which) if damage else None
     saved = snapshot(root)
     argv = ["ls", str(root if listed == "root" else made)] + (["--json"] if as_json else [])
-    code, out, err = _cli(argv, capsys)
+    code, out, err = run_main(argv, capsys)
     assert "Traceback" not in out + err and snapshot(root) == saved
     if damage is None:
         assert code == 0 and "damaged" not in err, out + err

@@ -21,18 +21,14 @@ from pathlib import Path
 import pytest
 
 from interp.cli import main
-from tests.helpers import cli_json, copy_run, snapshot
+from tests.helpers import cli_json, copy_run, run_main, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run_cli(argv: list[str], capsys) -> tuple[int, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's usage errors
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out + out.err
+    code, out, err = run_main(argv, capsys)
+    return code, out + err
 
 
 # ---------------------------------------------------------------------------- 12: run again with other settings

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from interp.cli import main
-from tests.helpers import DEMO, copy_run, snapshot
+from tests.helpers import DEMO, copy_run, run_main, snapshot
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +26,8 @@ def parents(tmp_path_factory, tiny_run) -> dict[str, Path]:
 
 
 def _run_cli(argv: list[str], capsys) -> tuple[int, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's usage errors
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out + out.err
+    code, out, err = run_main(argv, capsys)
+    return code, out + err
 
 
 # ---------------------------------------------------------------------------- bad input to interp fork
