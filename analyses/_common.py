@@ -40,3 +40,18 @@ def status_line(sweep) -> str:
     damaged = f", {counts['damaged']} damaged (left out)" if counts.get("damaged") else ""
     return (f"{sweep.path}: {len(table)} runs, {counts.get('done', 0)} done, {counts.get('failed', 0)} failed"
             f"{damaged}, {int(table['censored'].fillna(False).sum())} censored")
+
+
+def parse_paths(description: str, defaults: tuple[str, ...]):
+    """Runs, sweeps or fork families (default: those of `defaults` that exist), --cached, and the output folder
+    (made): (paths, the defaults not found, cached, out)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("paths", nargs="*", help="runs, sweeps or fork families (default: the demo and the tiny sweeps)")
+    parser.add_argument("--cached", action="store_true", help="compute nothing: read the caches only")
+    parser.add_argument("--out", default="out", help="folder for the HTML tables (default: out/)")
+    args = parser.parse_args()
+    paths = args.paths or [p for p in defaults if Path(p).is_dir()]
+    missing = [p for p in defaults if not args.paths and not Path(p).is_dir()]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return paths, missing, args.cached, out

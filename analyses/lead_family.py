@@ -1,51 +1,76 @@
-"""Finding: the shuffle gap leads the loss by about half the waiting time, and the lead in steps grows as a power of K.
+"""Finding: the shuffle gap leads the loss by about half the waiting time; does the share rise with K?
 
-The author: lead = (t_loss - t(dz > 0.1 nats)) / t_loss with t_loss the loss transition, 0.52 +- 0.14
-over K = 3..36 (0.20 at K = 3, 0.47 at K = 10, 0.68 at K = 36), and the lead in steps grows as
-K^2.13. Here t_loss is tau_half (the lead against the snap, the end of tau_window, is printed too),
-each run is a point, seeds are replicates, and runs that never reached tau_half are censored and
-left out. The lead needs only each run's metrics log; with the runs analysed (interp analyze
-SWEEP) the routing-head counts and the ablation effect at tau are printed as well.
+The author (SPEC 9.1): lead = (t_loss - t(dz > 0.1 nats)) / t_loss, 0.52 +- 0.14 over K = 3..36, rising
+from 0.20 at K = 3 to 0.47 at K = 10 and 0.68 at K = 36, the lead in steps growing as K^2.13. His t_loss
+is the first logged step whose running-mean first-token loss is below 0.9 log K, his dz the in-batch one;
+ours are tau_half and the unbiased dz. Both definitions are applied to the same runs (the author's needs
+runs that logged his columns: a family without them says so in one line), each with our bootstrap
+intervals and the author's own statistic (positive leads only, mean +- np.std ddof 0, least squares of
+log lead in steps on log K) beside them.
 
-    interp sweep --preset scaling-tiny --out sweeps/scaling-tiny --workers 2
-    interp analyze sweeps/scaling-tiny --workers 2      (optional: the routing heads)
+Does the share rise with K? The trend is the least-squares slope of the per-run share on log K, with the
+interval of `interp.sweeps.bootstrap` (seeds resampled within K and studentized with 3 seeds per K,
+leverage-corrected residuals with 2): "rises" when the whole interval is above 0, "falls" below, else
+"flat". The author's published numbers rise by (0.68 - 0.20) / log 12 = +0.19 per unit of log K.
+
+    interp sweep --preset landauer-dense-tiny --out sweeps/landauer-dense-tiny --workers 2
+    interp analyze sweeps/landauer-dense-tiny --workers 2      (optional: the routing heads)
     python analyses/lead_family.py [SWEEP] [--out DIR]
 """
+
+import math
 
 from _common import parse_sweep, row, status_line
 
 from interp import plots
 from interp.sweeps import paper
-from interp.sweeps.circuit_fits import circuit_fits, lead_share
+from interp.sweeps.circuit_fits import circuit_fits, lead_definitions, lead_share
 
-sweep, out, _ = parse_sweep(__doc__.splitlines()[0], "sweeps/scaling-tiny")
+SIGN = {"+": "rises", "-": "falls", "flat": "flat"}
+
+sweep, out, _ = parse_sweep(__doc__.splitlines()[0], "sweeps/landauer-dense-tiny")
 print(status_line(sweep))
 table = sweep.table(circuits=True)
 fits = circuit_fits(table)
-share = fits.results.get("lead_share")
-if share is None:
-    raise SystemExit(f"no lead share: {fits.problems['lead_share']}")
-lo, hi = share.mean_ci
-print(row("lead share, mean [95% CI]", f"{share.mean:.3f} [{lo:.3f}, {hi:.3f}]",
-          f"{paper.PAPER_LEAD_SHARE} +- {paper.PAPER_LEAD_SHARE_SD} (sd over K)"))
-for r in share.per_k.itertuples():
-    theirs = paper.PAPER_LEAD_SHARE_K.get(int(r.k))
-    print(row(f"lead share at K = {int(r.k)} ({r.n} runs)", f"{r.mean:.3f}", "-" if theirs is None else f"{theirs}"))
-trend = "n/a" if share.slope != share.slope else f"{share.slope:+.3f} [{share.ci[0]:+.3f}, {share.ci[1]:+.3f}]"
-print(row("trend per unit of log K", trend, "+0.19 (0.20 at K = 3 to 0.68 at K = 36)"))
+ours, author = lead_definitions(fits, table)
+if ours["not_measured"]:
+    raise SystemExit(f"no lead share: {ours['not_measured']}")
+ends = sorted(paper.PAPER_LEAD_SHARE_K)
+rise = (paper.PAPER_LEAD_SHARE_K[ends[-1]] - paper.PAPER_LEAD_SHARE_K[ends[0]]) / math.log(ends[-1] / ends[0])
+for r in (ours, author):
+    print(f"{r['text']}:")
+    if r["not_measured"]:
+        print(f"  not measured: {r['not_measured']}")
+        continue
+    lo, hi = r["mean_ci"]
+    print(row("lead share, mean [95% CI]", f"{r['mean']:.3f} [{lo:.3f}, {hi:.3f}]",
+              f"{paper.PAPER_LEAD_SHARE} +- {paper.PAPER_LEAD_SHARE_SD} (sd over K)"))
+    for k, share in r["per_k"].items():
+        theirs = paper.PAPER_LEAD_SHARE_K.get(k)
+        print(row(f"lead share at K = {k}", f"{share:.3f}", "-" if theirs is None else f"{theirs:.2f}"))
+    trend = (f"n/a ({r['trend_note']})" if r["slope"] is None else
+             f"{r['slope']:+.3f} [{r['slope_ci'][0]:+.3f}, {r['slope_ci'][1]:+.3f}] ({SIGN[r['sign']]})")
+    print(row("trend per unit of log K [95% CI]", trend, f"{rise:+.2f} (rises, K = {ends[0]} to {ends[-1]})"))
+    print(row("lead in steps ~ K^e: e [95% CI]", "n/a" if r["exponent"] is None else
+              f"{r['exponent']:.2f} [{r['exponent_ci'][0]:.2f}, {r['exponent_ci'][1]:.2f}]",
+              f"{paper.PAPER_LEAD_EXPONENT}"))
+    a = r["author_statistic"]
+    print(row("the author's statistic (positive leads)", f"{a['mean']:.3f} +- {a['sd']:.3f}, K^{a['exponent']:.2f}",
+              f"{paper.PAPER_LEAD_SHARE} +- {paper.PAPER_LEAD_SHARE_SD}, K^{paper.PAPER_LEAD_EXPONENT}"))
+    print(row("runs (positive leads / with a lead)", f"{a['n_positive']} / {a['n']}", "10 runs, one seed per K"))
+    if r["n_not_logged"]:
+        print(f"  {r['n_not_logged']} finished run(s) without the logged columns left out")
 snap = lead_share(table, t_loss="snap")
-print(row("lead share against the snap", f"{snap.mean:.3f} [{snap.mean_ci[0]:.3f}, {snap.mean_ci[1]:.3f}]", "-"))
-exponent = fits.results.get("lead_exponent")
-print(row("lead in steps ~ K^e: e [95% CI]",
-          f"{exponent.delta:.2f} [{exponent.ci[0]:.2f}, {exponent.ci[1]:.2f}]" if exponent else "n/a",
-          f"{paper.PAPER_LEAD_EXPONENT}"))
+print(row("ours, lead share against the snap", f"{snap.mean:.3f} [{snap.mean_ci[0]:.3f}, {snap.mean_ci[1]:.3f}]", "-"))
 heads = fits.results.get("routing_heads")
 print(row("routing head (runs)", ", ".join(f"{r.head} {r.runs}" for r in heads.counts.itertuples()) if heads
           else "not analysed", f"{paper.PAPER_ROUTING} (layer 0)"))
 ablation = fits.results.get("ablation_trend")
 print(row("ablation at tau, mean (nats)", f"{ablation.mean:+.2f}" if ablation else "not analysed",
           f"+{paper.PAPER_ABLATION_AT_TAU} at K = {paper.PAPER_ABLATION_K}"))
-print(f"summary: {share.summary()}")
-path = out / "lead_family.html"
-plots.k_trend_figure(share).write_html(path, include_plotlyjs=True)
-print(f"figure: {path}")
+for name in ("lead_share", "lead_share_author"):
+    if name in fits.results:
+        print(f"summary: {fits.results[name].summary()}")
+        path = out / f"{name.replace('lead_share', 'lead_family')}.html"
+        plots.k_trend_figure(fits.results[name]).write_html(path, include_plotlyjs=True)
+        print(f"figure: {path}")

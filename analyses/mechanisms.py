@@ -17,9 +17,9 @@ the sweeps with `interp sweep --preset NAME --out sweeps/NAME --workers 2` and t
 `python analyses/forks.py forks/forks-tiny`.
 """
 
-import argparse
 import html
-from pathlib import Path
+
+from _common import parse_paths
 
 from interp.mechanisms import mechanisms
 from interp.report.page import page, write_html
@@ -27,16 +27,10 @@ from interp.report.page import page, write_html
 DEFAULTS = ("checkpoints/demo", "sweeps/scaling-tiny", "sweeps/noise-tiny", "sweeps/cancellation-tiny",
             "forks/forks-tiny/family")
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("paths", nargs="*", help="runs, sweeps or fork families (default: the demo and the tiny sweeps)")
-parser.add_argument("--cached", action="store_true", help="compute nothing: read the caches only")
-parser.add_argument("--out", default="out", help="folder for the HTML tables (default: out/)")
-args = parser.parse_args()
-paths = args.paths or [p for p in DEFAULTS if Path(p).is_dir()]
-missing = [p for p in DEFAULTS if not args.paths and not Path(p).is_dir()]
+paths, missing, cached, out = parse_paths(__doc__.splitlines()[0], DEFAULTS)
 body = []
 for path in paths:
-    table = mechanisms(path, compute=not args.cached)
+    table = mechanisms(path, compute=not cached)
     print(f"\n== {path} ({table.kind})")
     for r in table.rows:
         value = "not measured" if r["verdict"] == "not measured" else \
@@ -47,7 +41,5 @@ for path in paths:
     body.append(f"<h2>{html.escape(str(path))} ({table.kind})</h2>{table.html()}")
 for path in missing:
     print(f"\n(not found: {path}; see this script's docstring for the command that makes it)")
-out = Path(args.out)
-out.mkdir(parents=True, exist_ok=True)
 written = write_html(out / "mechanisms.html", page("interp: which mechanism holds the plateau", "\n".join(body)))
 print(f"table: {written}")

@@ -125,10 +125,10 @@ def resume_bytes(step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
     with `identity` (IDENTITY_FIELDS: which run and checkpoint it continues) in the hashed metadata."""
     if set(identity) != set(IDENTITY_FIELDS) or identity["step"] != step:
         raise ValueError(f"a resume identity needs exactly {IDENTITY_FIELDS} for step {step}, got {identity}")
-    from interp.model import tl_params
+    from interp.model import tl_optimizer_state, tl_params
 
     tensors = {f"param.{n}": p.detach().cpu().contiguous() for n, p in tl_params(model).items()}
-    opt = optimizer.state_dict()
+    opt = tl_optimizer_state(model, optimizer.state_dict())  # checkpoint order and shapes on either TransformerLens
     for idx, state in opt["state"].items():
         for key, value in state.items():
             tensors[f"opt.{idx}.{key}"] = value.detach().cpu().contiguous()

@@ -148,13 +148,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     from interp.summary import lead_row, lead_under
 
+    from interp.forks.relapse import parse_relapse, relapse_shown  # torch-free; docs/forks.md, "Relapse"
+
+    relapse = None if args.relapse is None else parse_relapse(args.relapse)  # checked before the run is read
     run = Run.open(args.run)
     summary = run_summary(run)
     leads = [lead_under(run, d) for d in args.lead_definition or ()]  # docs/definitions.md, "The shuffle gap's lead"
+    shown = relapse_shown(run, relapse) if relapse else None  # ((label, text), its JSON fields)
     if args.json:
-        print(json.dumps({**summary, **({"leads": leads} if leads else {})}, indent=2))
+        print(json.dumps({**summary, **({"leads": leads} if leads else {}), **(shown[1] if shown else {})}, indent=2))
     else:
-        print(as_text(run_rows(summary) + [lead_row(lead) for lead in leads]))
+        print(as_text(run_rows(summary) + [lead_row(lead) for lead in leads] + ([shown[0]] if shown else [])))
     return 0
 
 
@@ -370,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--lead-definition", action="append", metavar="DEF", help="also show the shuffle gap's lead under "
                    "DEF (repeatable): ours (tau_half, unbiased dz), author (l1_0.9, in-batch dz) or T_LOSS/DZ")
+    p.add_argument("--relapse", nargs="?", const="loss_cand>0.9logK,hold=200", metavar="CRITERION", help="also when a "
+                   "solved run relapsed: METRIC>THRESHOLD[,hold=STEPS] (default loss_cand>0.9logK,hold=200)")
     p.set_defaults(func=cmd_show)
 
     from interp.analysis import registry

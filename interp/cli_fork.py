@@ -33,15 +33,28 @@ def _non_negative(text: str) -> int:
     return value
 
 
+DEFAULT_GAMMA_WINDOW = 200  # interp.forks.fork's (not imported here: it imports torch)
 SETTING_ARMS = ("lr", "batch_size", "weight_decay")  # `interp train` flags that are arms of `interp fork`
 
 
 def _settings(args: argparse.Namespace) -> dict:
     out = {name: getattr(args, name) for name in ("eval_every", "checkpoint_every", "checkpoint_dtype")
            if getattr(args, name) is not None}
-    if args.save_optimizer:
-        out["save_optimizer"] = True
+    if args.save_optimizer is not None:  # a fork of a fork inherits --save-optimizer: --no-save-optimizer drops it
+        out["save_optimizer"] = args.save_optimizer
+    if args.stop_after_snap is not None:
+        out["stop_after_snap"] = None if args.stop_after_snap == "none" else args.stop_after_snap
     return out
+
+
+def _stop_after_snap(text: str):
+    """STEPS (a whole number >= 0) or none: a fork of a solved run (a relapse) must not stop after its snap."""
+    if text.strip().lower() == "none":
+        return "none"
+    try:
+        return _non_negative(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0 or none, got {text!r}") from None
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
@@ -56,13 +69,23 @@ def cmd_fork(args: argparse.Namespace) -> int:
     target = list(args.target)
     if target[:1] == ["status"]:
         if len(target) != 2:
-            raise InterpError("usage: interp fork status FAMILY_FOLDER [--json]")
-        return _status(ForkFamily.open(target[1]), args.json)
+            raise InterpError("usage: interp fork status FAMILY_FOLDER [--json] [--escape CRITERION] "
+                              "[--gamma-window A:B]")
+        return _status(ForkFamily.open(target[1]), args.json, args.escape, args.gamma_window)
     if len(target) != 1:
         raise InterpError("usage: interp fork RUN --at STEP --arm NAME[:key=value,...] --steps N --out DIR")
     for name in ("at", "steps", "out"):
         if getattr(args, name) is None:
             raise InterpError(f"interp fork needs --{name}")
+    from interp.forks.escape import check_gamma_window, parse_escape, parse_gamma_window
+
+    criterion = parse_escape(args.escape)  # bad input is refused before anything is opened or written
+    relapse = _relapse(args)
+    criterion.check_horizon(args.steps)
+    window = (0, DEFAULT_GAMMA_WINDOW)
+    if args.gamma_window is not None:
+        window = parse_gamma_window(args.gamma_window)
+        check_gamma_window(window, args.steps)
     import torch
 
     from interp.devices import check_device
@@ -76,6 +99,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
     parent = Run.open(target[0])
     arms = parse_arms(args.arm or "continue")
     at = [a for a in args.at.split(",") if a.strip()]
+    if relapse is not None:  # the relapsed state's step, found before anything is written
+        from interp.forks.relapse import relapse_at
+
+        at = [str(relapse_at(parent, relapse)) if a.strip() == "relapse" else a for a in at]
     seeds = args.seed or [0]
     settings = _settings(args)
     single = len(at) == 1 and len(arms) == 1 and len(seeds) == 1 and not ForkFamily.is_family(args.out)
@@ -83,10 +110,11 @@ def cmd_fork(args: argparse.Namespace) -> int:
         from interp.forks.fork import fork
 
         run = fork(parent, at[0], arms[0], args.steps, args.out, seed=seeds[0], gamma_every=args.gamma_every,
-                   gamma_window=args.gamma_window, settings=settings, device=device, progress=not args.quiet)
-        return _single(run, args.json)
+                   gamma_window=window[1], settings=settings, device=device, progress=not args.quiet)
+        return _single(run, args.json, criterion, window)
     family = ForkFamily.create(parent, at, arms, seeds, args.steps, args.out, gamma_every=args.gamma_every,
-                               gamma_window=args.gamma_window, settings=settings, device=device)
+                               gamma_window=window if args.gamma_window is not None else window[1],
+                               settings=settings, device=device, escape=criterion)
     n = len(family.points())
     print(f"fork family {family.path}: {n} forks of {parent.path} ({args.backend}"
           + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
@@ -96,7 +124,18 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return _status(family, args.json)
 
 
-def _single(run, as_json: bool) -> int:
+def _relapse(args: argparse.Namespace):
+    """The relapse criterion when --at names `relapse` (None otherwise); --relapse without it is refused."""
+    from interp.forks.relapse import parse_relapse
+
+    named = "relapse" in (a.strip() for a in args.at.split(","))
+    if args.relapse is not None and not named:
+        raise InterpError(f"--relapse {args.relapse} is used only with --at relapse (the state nearest at or after "
+                          f"the run's relapse); add relapse to --at, or leave --relapse out")
+    return parse_relapse(args.relapse) if named else None
+
+
+def _single(run, as_json: bool, criterion, window: tuple[int, int]) -> int:
     from interp.collections.states import examine
     from interp.forks.family import escapes
 
@@ -108,25 +147,32 @@ def _single(run, as_json: bool) -> int:
         print(f"interp: damaged fork: {run.path}: {st.error}", file=sys.stderr)
         return 1
     state = (run.status or {}).get("state", "interrupted")
-    esc = escapes(run, block["parent_step"], state)
+    esc = escapes(run, block["parent_step"], state, criterion, window)
     if as_json:
-        print(json.dumps({"run": str(run.path), "status": state, "fork": block, **esc}, default=str))
+        print(json.dumps({"run": str(run.path), "status": state, "fork": block, "escape_criterion": criterion.text,
+                          "gamma_range": f"{window[0]}:{window[1]}", **esc}, default=str))
     else:
         label = block["arm"] + (":" + ",".join(f"{k}={v}" for k, v in block["params"].items()) if block["params"] else "")
         half = (f"> {esc['steps_run']} (censored)" if esc["censored_escape_half"]
                 else "-" if esc["escape_half"] != esc["escape_half"] else f"{esc['escape_half']:.0f}")
+        held = (f"> {esc['steps_run']} (censored)" if esc["censored_escape"]
+                else "-" if esc["escape"] != esc["escape"] else f"{esc['escape']:.0f}")
+        judged = "" if criterion.is_default else f"; escape ({criterion.words}) after {held} steps"
         print(f"fork {run.path}: {label} from step {block['parent_step']} of {block['parent']} ({block['state']}); "
-              f"{state}; escape to tau_half after {half} steps")
+              f"{state}; escape to tau_half after {half} steps{judged}")
     return 0 if state == "done" else 1
 
 
-def _status(family, as_json: bool) -> int:
+def _status(family, as_json: bool, escape: str | None = None, gamma_window: str | None = None) -> int:
+    """The family's table and comparison, its escape judged under its criterion and its per-step Gamma median
+    over its range, or those `--escape` / `--gamma-window` give (re-judged from the logs; bad ones refused first)."""
     import warnings
 
     from interp.cli_sweep import report_damaged
     from interp.sweeps.forks import forks
 
-    table = family.table()
+    criterion, _ = family.judging(escape, gamma_window)
+    table = family.table(escape=escape, gamma_window=gamma_window)
     gone = family.parent_problem()  # a made fork needs nothing of its parent: the forks are still read
     comparison = None
     with warnings.catch_warnings():
@@ -147,8 +193,15 @@ def _status(family, as_json: bool) -> int:
             if r["censored_escape_half"]:
                 half = f">{r['steps_run']}"
             gamma = "" if r["gamma"] != r["gamma"] else f"  gamma {r['gamma']:.3g}"
-            print(f"{r['run']:<36} at {r['fork_step']:<6} {label:<24} seed {r['fork_seed']:<3} {r['status']:<12} "
-                  f"escape_half {half}{gamma}")
+            if r["gamma_median"] == r["gamma_median"]:
+                gamma += f"  gamma median {r['gamma_median']:.3g}"
+            held = ""
+            if not criterion.is_default:
+                held = f">{r['steps_run']}" if r["censored_escape"] else (
+                    "-" if r["escape"] != r["escape"] else f"{r['escape']:.0f}")
+                held = f"  escape {held}"
+            print(f"{r['run']:<36} at {r['fork_step']:<6} {label:<30} seed {r['fork_seed']:<3} {r['status']:<12} "
+                  f"escape_half {half}{held}{gamma}")
         print(comparison.summary() if comparison is not None else f"(no comparison: {note})")
     unfinished = int((~table["status"].isin(["done", "damaged"])).sum())
     failed = int((table["status"] == "failed").sum())
@@ -168,7 +221,8 @@ def add_parsers(sub) -> None:
                     "arms. Arms: " + "; ".join(f"{name}: {d.doc}" for name, d in ARMS.items()) + ". docs/forks.md.")
     p.add_argument("target", nargs="*", type=path_arg("the run or fork family folder"),
                    help="RUN, or: status FAMILY_FOLDER")
-    p.add_argument("--at", help="fork step(s): saved steps, tau/2 (any tau/N, F*tau), pre, mid, post, comma-separated")
+    p.add_argument("--at", help="fork step(s): saved steps, tau/2 (any tau/N, F*tau), pre, mid, post, relapse, "
+                                  "comma-separated")
     p.add_argument("--arm", help="arm(s): NAME[:key=value,...], comma-separated (default: continue)")
     p.add_argument("--seed", type=_ints("fork seeds"), help="fork seed(s): the batch and noise streams (default: 0)")
     p.add_argument("--steps", type=_positive_int, help="the horizon: steps after the fork step")
@@ -176,12 +230,24 @@ def add_parsers(sub) -> None:
     p.add_argument("--gamma-every", type=_non_negative, default=0,
                    help="measure the realised update power Gamma, summed every K steps of the window (0: off); the "
                         "clean shadow costs one full-gradient pass at every step of the window (minibatch arms)")
-    p.add_argument("--gamma-window", type=_positive_int, default=200,
-                   help="...within this many steps after the fork (default: 200)")
+    p.add_argument("--gamma-window", metavar="[A:]B",
+                   help="...within the first B steps after the fork (default: 200); A:B also reports the median "
+                        "per-step ratio over steps A..B (default: the whole window); with status: re-judged over A:B")
+    p.add_argument("--escape", metavar="METRIC<THRESHOLD[,hold=STEPS]",
+                   help="when a fork has escaped: an evaluated metric past a threshold (nats, or N logK), held "
+                        "STEPS steps (default: loss_cand<0.5logK, no hold: tau_half; the author's: "
+                        "loss_first<3.0,hold=500); with status: re-judged from the logs")
+    p.add_argument("--relapse", metavar="METRIC>THRESHOLD[,hold=STEPS]",
+                   help="with --at relapse: when a solved run has relapsed (default: loss_cand>0.9logK,hold=200); "
+                        "the fork starts from the kept state nearest at or after it (docs/forks.md, \"Relapse\")")
     p.add_argument("--eval-every", type=_positive_int, help="evaluate every N steps (default: the parent's)")
     p.add_argument("--checkpoint-every", type=_positive_int, help="checkpoint every N steps (default: the parent's)")
     p.add_argument("--checkpoint-dtype", choices=list(CHECKPOINT_DTYPES), help="default: the parent's")
-    p.add_argument("--save-optimizer", action="store_true", help="keep the optimizer state beside every checkpoint")
+    p.add_argument("--save-optimizer", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep the optimizer state beside every checkpoint (default: as the parent)")
+    p.add_argument("--stop-after-snap", type=_stop_after_snap, metavar="STEPS|none",
+                   help="stop STEPS steps after the fork (re)solves, or none: train the whole horizon (default: the "
+                        "parent's; an lr fork of a solved run, or a held escape, needs none)")
     p.add_argument("--threads", type=_positive_int,
                    help="torch threads of this process (the replay must match the parent's; default: torch's)")
     add_executor_flags(p.add_argument_group("a fork family"), "train", what="fork")

@@ -1,4 +1,5 @@
-"""`interp mechanisms PATH`: the mechanism table of a run, a sweep or a fork family."""
+"""`interp mechanisms PATH`: the mechanism table of a run, a sweep or a fork family; `interp reconcile PATH...`:
+each published claim beside ours, with a verdict (docs/reconciliation.md)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,42 @@ def add_parsers(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_mechanisms)
 
+    p = sub.add_parser(
+        "reconcile", help="each published claim beside ours, under both definitions, with a verdict",
+        description="One row per published claim (docs/reconciliation.md): the author's number and its source, ours "
+                    "under the author's definition where it can be computed, ours under ours with its interval and "
+                    "runs, the differences in setting, and the verdict of a rule fixed before the data: reproduced, "
+                    "differs (a named definition or setting), not reproduced, or not measured with the command that "
+                    "would measure it. Several paths pool: each run, sweep or fork family gives the rows it measures. "
+                    "The mechanism table's cheap analyses are computed and cached (not with --cached). Exit status 1 "
+                    "when a run or fork is damaged (named on stderr, left out of every row).")
+    p.add_argument("paths", nargs="+", type=path_arg("the run, sweep or fork family folder"),
+                   help="runs, sweeps or fork family folders")
+    p.add_argument("--cached", action="store_true", help="compute nothing: read the analyses' caches only")
+    p.add_argument("--json", action="store_true", help="the table as JSON on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_reconcile)
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from interp.mechanisms.reconcile import reconcile
+
+    table = reconcile(args.paths, compute=not args.cached, progress=not args.quiet and not args.json)
+    print(json.dumps(table.to_dict()) if args.json else table.summary())
+    return _tell(table, "run or fork")
+
+
+def _tell(table, what: str) -> int:
+    """Warnings and damaged runs or forks (`what`) on stderr; 1 when any is damaged."""
+    sys.stdout.flush()
+    for line in table.warnings:  # e.g. a damaged cache entry that was recomputed
+        print(f"interp: warning: {line}", file=sys.stderr)
+    for name, why in table.damaged.items():
+        print(f"interp: damaged {what}: {name}: {why}", file=sys.stderr)
+    if table.damaged:
+        print(f"interp: {len(table.damaged)} damaged {what}(s) left out of every row", file=sys.stderr)
+    return 1 if table.damaged else 0
+
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
     from pathlib import Path
@@ -36,16 +73,5 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
     from interp.mechanisms import mechanisms
 
     table = mechanisms(args.path, compute=not args.cached, progress=not args.quiet and not args.json)
-    if args.json:
-        print(json.dumps(table.to_dict()))
-    else:
-        print(table.summary())
-    sys.stdout.flush()
-    for line in table.warnings:  # e.g. a damaged cache entry that was recomputed
-        print(f"interp: warning: {line}", file=sys.stderr)
-    what = "fork" if table.kind == "fork family" else "run"
-    for name, why in table.damaged.items():
-        print(f"interp: damaged {what}: {name}: {why}", file=sys.stderr)
-    if table.damaged:
-        print(f"interp: {len(table.damaged)} damaged {what}(s) left out of every row", file=sys.stderr)
-    return 1 if table.damaged else 0
+    print(json.dumps(table.to_dict()) if args.json else table.summary())
+    return _tell(table, "fork" if table.kind == "fork family" else "run")

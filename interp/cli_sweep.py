@@ -239,6 +239,7 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
     from interp.collections.folders import open as open_folder
     from interp.devices import check_device
     from interp.sweeps.analyze import analyze_sweep
+    from interp.sweeps.circuit_fits import lead_definitions, lead_line, published_lead_line
     from interp.sweeps.fits import jsonable
 
     sweep = open_folder(args.run)
@@ -251,12 +252,14 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
                             address=args.address, cpus_per_run=args.cpus_per_run or 1,
                             gpus_per_run=args.gpus_per_run or 0, progress=not args.quiet and not args.json)
     table, fits = outcome.table, outcome.fits
+    leads = lead_definitions(fits, table)  # the lead under ours and the author's definition, on the same runs
     bad = outcome.failed or outcome.with_problems
     if args.json:
         print(json.dumps({"runs": jsonable(outcome.results), "skipped": outcome.skipped,
                           "table": jsonable(table.to_dict("records")),
                           "fits": {k: v.to_dict() for k, v in fits.results.items()},
-                          "not_applicable": fits.problems, "warnings": fits.warnings}, default=str))
+                          "not_applicable": fits.problems, "warnings": fits.warnings,
+                          "lead_definitions": jsonable(leads)}, default=str))
         return 1 if bad else 0
     print(f"{sweep.path}: {len(outcome.results)} run(s) analysed ({outcome.computed} computed, {outcome.cached} "
           f"from cache) in {outcome.seconds:.1f} s; {len(outcome.skipped)} skipped")
@@ -265,6 +268,9 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
         print(f"  {name:<15} {result.summary()}")
     for name, why in fits.problems.items():
         print(f"  {name:<15} n/a: {why}")
+    print("  the shuffle gap's lead under both definitions, on the same runs:")
+    for line in [*map(lead_line, leads), published_lead_line()]:
+        print(f"    {line}")
     for line in fits.warnings:
         print(f"interp: warning: {line}", file=sys.stderr)
     if bad:

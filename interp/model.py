@@ -48,15 +48,6 @@ def is_bridge(model: nn.Module) -> bool:
     return type(model).__name__ == "TransformerBridge"
 
 
-def require_hooked(model: nn.Module, what: str) -> None:
-    """Refuse on a bridge, in one line, the work that needs HookedTransformer's parameter layout (Hessian-vector
-    products gave wrong numbers through the bridge's parameters; AdamW's saved moments are in HookedTransformer's
-    order): not yet ported to TL 4 (issue 35)."""
-    if is_bridge(model):
-        raise InterpError(f"{what} needs TransformerLens 3.9 for now (it differentiates HookedTransformer's parameters; "
-                          "not yet ported to TL 4's TransformerBridge): pip install -e . -c constraints/tl3.txt")
-
-
 def hooked_config(spec: ModelSpec, n_ctx: int, d_vocab: int, device: str = "cpu"):
     """The HookedTransformerConfig for `spec`: pre-LN, learned positions, untied embeddings."""
     from transformer_lens import HookedTransformerConfig
@@ -138,7 +129,7 @@ _HEADS_IN = "n_heads d_model d_head -> (n_heads d_head) d_model"
 
 
 def tl_param_shapes(spec: ModelSpec, n_ctx: int, d_vocab: int) -> dict[str, tuple[int, ...]]:
-    """HookedTransformer's parameter names and shapes for `spec` (the checkpoint format), without TL."""
+    """HookedTransformer's parameter names and shapes for `spec` (the checkpoint format), in its order, without TL."""
     return _shapes(spec.n_layers, spec.d_model, spec.n_heads, spec.d_head, spec.d_mlp, n_ctx, d_vocab)
 
 
@@ -147,8 +138,9 @@ def _shapes(n_layers: int, m: int, h: int, d: int, f: int, n_ctx: int, d_vocab: 
     for l in range(n_layers):
         a = f"blocks.{l}.attn."
         out.update({f"blocks.{l}.{ln}.{p}": (m,) for ln in ("ln1", "ln2") for p in ("w", "b")})
-        out.update({a + f"W_{x}": (h, m, d) for x in "QKV"} | {a + f"b_{x}": (h, d) for x in "QKV"})
-        out.update({a + "W_O": (h, d, m), a + "b_O": (m,)})
+        # HookedTransformer's own order (its named_parameters), so that flat vectors agree on both versions
+        out.update({a + "W_Q": (h, m, d), a + "W_O": (h, d, m), a + "b_Q": (h, d), a + "b_O": (m,)})
+        out.update({a + "W_K": (h, m, d), a + "W_V": (h, m, d), a + "b_K": (h, d), a + "b_V": (h, d)})
         out.update({f"blocks.{l}.mlp.W_in": (m, f), f"blocks.{l}.mlp.b_in": (f,),
                     f"blocks.{l}.mlp.W_out": (f, m), f"blocks.{l}.mlp.b_out": (m,)})
     out.update({"ln_final.w": (m,), "ln_final.b": (m,), "unembed.W_U": (m, d_vocab), "unembed.b_U": (d_vocab,)})
@@ -189,6 +181,18 @@ def _build_bridge(spec: ModelSpec, n_ctx: int, d_vocab: int, seed: int | None, d
     if seed is not None:
         load_tl_params(model, initial_params(spec, n_ctx, d_vocab, seed))
     return to_device(model, device)
+
+
+def process_weights(model: nn.Module, **options) -> nn.Module:
+    """TransformerLens's weight processing in place (fold_ln, center_writing_weights, center_unembed...):
+    HookedTransformer.process_weights_ on TL 3, the bridge's process_weights on TL 4. A folded HookedTransformer's
+    LayerNorms become LNPre; a folded bridge's keep normalization_type "LN" with unit weights and zero biases,
+    the same function."""
+    if is_bridge(model):
+        model.process_weights(**options)
+    else:
+        model.process_weights_(**options)
+    return model
 
 
 def attn_scale(attn: nn.Module) -> float:
@@ -248,3 +252,185 @@ def load_tl_params(model: nn.Module, params: dict[str, torch.Tensor]) -> None:
             raise InterpError(f"checkpoint parameter {name} has shape {tuple(params[name].shape)}, the model expects {shape}")
     with torch.no_grad():
         model.load_state_dict(convert_tl_checkpoint(params, model.cfg), strict=True)
+
+
+# ---- one parameter layout on both versions: differentiating a bridge through checkpoint-format tensors -----------
+
+def _to_bridge(tl_name: str, t: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """A checkpoint-layout tensor in the bridge's layout (what convert_tl_checkpoint does; differentiable)."""
+    import einops
+
+    leaf = tl_name.rsplit(".", 1)[-1]
+    if leaf in ("W_Q", "W_K", "W_V"):
+        return einops.rearrange(t, "h m d -> (h d) m")
+    if leaf == "W_O":
+        return einops.rearrange(t, "h d m -> m (h d)")
+    if leaf in ("b_Q", "b_K", "b_V"):
+        return einops.rearrange(t, "h d -> (h d)")
+    return t.T if leaf in ("W_in", "W_out", "W_U") else t
+
+
+def _native_names(model: nn.Module) -> dict[str, str]:
+    """checkpoint name -> the bridge's own parameter path (its named_parameters name, what functional_call replaces)."""
+    names = getattr(model, "_interp_native_names", None)
+    if names is None:
+        by_id = {id(p): n for n, p in model.named_parameters()}
+        state = model.state_dict(keep_vars=True)
+        names = {tl: by_id[id(state[key])] for tl, key in _bridge_names(model).items()}
+        object.__setattr__(model, "_interp_native_names", names)
+    return names
+
+
+def copy_model(model: nn.Module) -> nn.Module:
+    """copy.deepcopy of the model. A bridge may still hold tensors captured by its last forward with gradients
+    (TL 4.3's attention keeps the pre-LayerNorm residual, a non-leaf tensor that deepcopy refuses): the copy gets
+    None in their place (each forward captures them anew)."""
+    import copy
+
+    memo = {}
+    if is_bridge(model):
+        memo = {id(value): None for mod in model.modules() for value in vars(mod).values()
+                if isinstance(value, torch.Tensor) and not value.is_leaf}
+    return copy.deepcopy(model, memo)
+
+
+def tl_named_parameters(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
+    """(checkpoint name, the model's own parameter) in checkpoint order; a bridge's keep their own layout."""
+    if not is_bridge(model):
+        return list(model.named_parameters())
+    own = dict(model.named_parameters())
+    return [(tl, own[path]) for tl, path in _native_names(model).items()]
+
+
+def native_params(model: nn.Module, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Checkpoint-format tensors (any, with their graphs) as `functional_call` replacements of the model's own
+    parameters: the same dict on a HookedTransformer, converted (differentiably) on a bridge."""
+    if not is_bridge(model):
+        return params
+    paths, n_heads = _native_names(model), model.cfg.n_heads
+    return {paths[name]: _to_bridge(name, t, n_heads) for name, t in params.items()}
+
+
+def _aliases(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, str]]:
+    """A bridge's plain attributes that hold one of its parameters (TL 4.3: LayerNorms' w and b, MLPs' b_in and
+    b_out), as (holder, attribute, owner, parameter name). functional_call replaces the owner's parameter only, so
+    a read through such an alias (the fast path's LayerNorm) would see the old tensor: `call_with` repoints them."""
+    found = getattr(model, "_interp_aliases", None)
+    if found is None:
+        owners = {id(p): (mod, name) for mod in model.modules() for name, p in mod._parameters.items() if p is not None}
+        found = [(mod, key, *owners[id(value)]) for mod in model.modules() for key, value in list(vars(mod).items())
+                 if isinstance(value, torch.Tensor) and id(value) in owners]
+        object.__setattr__(model, "_interp_aliases", found)
+    return found
+
+
+class _Apply(nn.Module):
+    """fn(model, *args) as a module whose parameters are the model's ("model.<name>"), for functional_call; a
+    bridge's aliases of its parameters point at functional_call's replacements during the call."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, fn, *args):
+        aliases = _aliases(self.model) if is_bridge(self.model) else []
+        kept = [vars(holder)[key] for holder, key, _, _ in aliases]
+        try:
+            for holder, key, owner, name in aliases:
+                vars(holder)[key] = getattr(owner, name)
+            return fn(self.model, *args)
+        finally:
+            for (holder, key, _, _), value in zip(aliases, kept):
+                vars(holder)[key] = value
+
+
+def call_with(model: nn.Module, params: dict[str, torch.Tensor], fn, *args):
+    """fn(model, *args) computed with `params` (checkpoint names and shapes; a subset is enough) in place of the
+    model's own: how the curvature analyses differentiate one parameter layout on both TransformerLens versions."""
+    from torch.func import functional_call
+
+    native = native_params(model, params)
+    if is_bridge(model):
+        _aliases(model)  # found on the model's own parameters, before functional_call replaces them
+    return functional_call(_Apply(model), {"model." + k: v for k, v in native.items()}, (fn, *args))
+
+
+class CheckpointView(nn.Module):
+    """A bridge's parameters as a module of checkpoint names, shapes and order (HookedTransformer's), whose forward
+    is the bridge's with them: what an optimizer or a sampler that owns the parameters (AdamW's saved moments,
+    devinterp's SGLD) steps on TL 4. The bridge itself is held, not registered (its own parameters stay out)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        object.__setattr__(self, "inner", model)
+        self.cfg = model.cfg
+        for name, t in tl_params(model).items():
+            *path, leaf = name.split(".")
+            parent = self
+            for part in path:
+                if part not in parent._modules:
+                    parent.add_module(part, nn.Module())
+                parent = parent._modules[part]
+            parent.register_parameter(leaf, nn.Parameter(t.detach().clone(), requires_grad=True))
+
+    def forward(self, *args):
+        return self.within(lambda m, *a: m(*a), *args)
+
+    def within(self, fn, *args):
+        """fn(the bridge, *args) with this module's parameters in place of the bridge's."""
+        return call_with(self.inner, dict(self.named_parameters()), fn, *args)
+
+    def _apply(self, fn, recurse=True):
+        self.inner._apply(fn)  # its buffers follow (device, dtype)
+        return super()._apply(fn, recurse)
+
+    def to(self, *args, print_details: bool = False, **kwargs):
+        """nn.Module.to, also taking HookedTransformer's print_details (devinterp passes it)."""
+        return super().to(*args, **kwargs)
+
+    def train(self, mode: bool = True):
+        self.inner.train(mode)
+        return super().train(mode)
+
+
+def tl_module(model: nn.Module) -> nn.Module:
+    """The model as a module whose parameters are the checkpoint's (names, shapes, order): a HookedTransformer
+    itself, a bridge's `CheckpointView` (a copy of its parameters; the bridge is not modified)."""
+    return CheckpointView(model) if is_bridge(model) else model
+
+
+def tl_apply(module: nn.Module, fn, *args):
+    """fn(model, *args) for a `tl_module`: the model itself, or a view's bridge with the view's parameters."""
+    return module.within(fn, *args) if isinstance(module, CheckpointView) else fn(module, *args)
+
+
+def _reorder_state(state: dict, old: list[str], new: list[str], convert) -> dict:
+    """An optimizer state_dict whose integer keys follow `old` names, re-keyed to `new`'s order, each per-parameter
+    tensor converted by convert(name, tensor) (scalars such as AdamW's step kept)."""
+    index = {name: i for i, name in enumerate(new)}
+    out = {index[old[i]]: {k: (convert(old[i], v).contiguous() if torch.is_tensor(v) and v.ndim else v)
+                           for k, v in slot.items()}
+           for i, slot in state["state"].items()}
+    groups = [{**g, "params": sorted(index[old[i]] for i in g["params"])} for g in state["param_groups"]]
+    return {"state": dict(sorted(out.items())), "param_groups": groups}
+
+
+def tl_optimizer_state(model: nn.Module, state: dict) -> dict:
+    """An optimizer state_dict of the model's parameters in the checkpoint's order and shapes (what a
+    HookedTransformer's AdamW holds): unchanged on TL 3, converted from a bridge's, so saved states fit both."""
+    if not is_bridge(model):
+        return state
+    paths, n_heads = _native_names(model), model.cfg.n_heads
+    to_tl = {path: tl for tl, path in paths.items()}
+    old = [to_tl[n] for n, _ in model.named_parameters()]
+    return _reorder_state(state, old, list(paths), lambda name, t: _inverse(name, t, n_heads))
+
+
+def native_optimizer_state(model: nn.Module, state: dict) -> dict:
+    """`tl_optimizer_state`'s inverse: a checkpoint-layout optimizer state_dict for the model's own optimizer."""
+    if not is_bridge(model):
+        return state
+    paths, n_heads = _native_names(model), model.cfg.n_heads
+    to_tl = {path: tl for tl, path in paths.items()}
+    new = [to_tl[n] for n, _ in model.named_parameters()]
+    return _reorder_state(state, list(paths), new, lambda name, t: _to_bridge(name, t, n_heads))

@@ -83,8 +83,10 @@ def optimizer_columns(model: torch.nn.Module, optimizer: torch.optim.Optimizer) 
     group = optimizer.param_groups[0]
     beta1, beta2 = group["betas"]
 
+    from interp.model import tl_named_parameters  # checkpoint names on either TransformerLens
+
     def slots():
-        for name, p in model.named_parameters():
+        for name, p in tl_named_parameters(model):
             state = optimizer.state.get(p)
             if state and "exp_avg" in state:
                 yield name, state["exp_avg"], state["exp_avg_sq"], float(state["step"])

@@ -28,9 +28,15 @@ def sessions_upto(run, step: int) -> list[dict]:
 
 def check_replayable(run, start: int, step: int) -> None:
     """Refuse a replay from `start` to `step` this process cannot reproduce, before computing it."""
-    if run.fork is not None:
-        raise InterpError(f"{run.path} is itself a fork: its states cannot be replayed; fork its parent "
-                          f"{run.fork.get('parent')} instead, or make the fork with --save-optimizer")
+    if run.fork is not None:  # a fork of a fork starts from a state the fork kept (docs/forks.md, "Relapse")
+        from interp.run_states import kept_steps
+
+        kept = kept_steps(run)
+        have = (f"it keeps states at steps {', '.join(map(str, kept))}" if kept
+                else "it keeps none: it was made without --save-optimizer")
+        raise InterpError(f"{run.path} is itself a fork with no state kept at step {step} ({have}), and a fork's "
+                          f"states cannot be replayed: fork it at a kept step or at its last checkpoint (its resume "
+                          f"state), or make the fork again with --save-optimizer to keep a state at every checkpoint")
     threads = torch.get_num_threads()
     sessions = sessions_upto(run, step)
     # session i trained the steps after its from_step up to the next session's from_step
@@ -95,7 +101,7 @@ def replay(run, start_state, step: int, progress: bool = False):
     """Train `run` from `start_state` (None: its initialisation) to `step` in memory, as training
     did, and return the ResumeState there. Nothing is written."""
     from interp.checkpoints import ResumeState, load_params
-    from interp.model import build_model
+    from interp.model import build_model, native_optimizer_state, tl_optimizer_state, tl_params
     from interp.seeding import torch_generator
     from interp.spec import VOCAB_SIZE
     from interp.precision import training_forward
@@ -109,7 +115,7 @@ def replay(run, start_state, step: int, progress: bool = False):
     start = 0
     if start_state is not None:
         load_params(model, start_state.params)
-        optimizer.load_state_dict(start_state.optimizer)
+        optimizer.load_state_dict(native_optimizer_state(model, start_state.optimizer))
         batches.set_state(start_state.generators["batches"])
         start = start_state.step
     forward = training_forward(compiled(model) if tspec.compile else model, tspec.precision, "cpu")
@@ -130,8 +136,8 @@ def replay(run, start_state, step: int, progress: bool = False):
                                   f"training never saw: the replay does not reproduce the run")
     finally:
         torch.use_deterministic_algorithms(was)
-    params = {n: p.detach().clone() for n, p in model.named_parameters()}
-    return ResumeState(step, params, optimizer.state_dict(), {"batches": batches.get_state()},
+    params = {n: p.detach().clone() for n, p in tl_params(model).items()}  # checkpoint layout on either TL
+    return ResumeState(step, params, tl_optimizer_state(model, optimizer.state_dict()), {"batches": batches.get_state()},
                        {"replayed_from": start}, None)
 
 

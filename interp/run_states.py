@@ -133,23 +133,23 @@ def kept_state(run, step: int):
     return state
 
 
-def _steps_to_keep(keep) -> list[int]:
+def _steps_to_keep(keep, who: str = "drop_states") -> list[int]:
     """`keep` as sorted steps: one step (an int) or an iterable of whole numbers (20.0 is step 20). A string
     is refused, not read: iterating "40" would keep steps 4 and 0 and delete the state at 40."""
     import numbers
 
-    allowed = "keep must be a step or a list of steps (whole numbers), e.g. drop_states(run, [500])"
+    allowed = f"keep must be a step or a list of steps (whole numbers), e.g. {who}(run, [500])"
     if isinstance(keep, numbers.Integral) and not isinstance(keep, bool):
         keep = [keep]
     if isinstance(keep, (str, bytes)) or not hasattr(keep, "__iter__"):
         what = f"{keep!r} is a string" if isinstance(keep, (str, bytes)) else f"got {keep!r}"
-        raise InterpError(f"drop_states: {allowed}; {what}")
+        raise InterpError(f"{who}: {allowed}; {what}")
     steps = []
     for step in list(keep):
         whole = (isinstance(step, numbers.Integral) or (isinstance(step, numbers.Real) and float(step).is_integer()))
         if isinstance(step, bool) or not whole:
             what = f"{step!r} is a string" if isinstance(step, (str, bytes)) else f"{step!r} is not a whole number"
-            raise InterpError(f"drop_states: {allowed}; {what}")
+            raise InterpError(f"{who}: {allowed}; {what}")
         steps.append(int(step))
     return sorted(set(steps))
 
@@ -176,4 +176,34 @@ def drop_states(run, keep) -> list[int]:
     atomic_write_json(run.path / MANIFEST_FILE, {"format": FORMAT, "checkpoints": manifest})
     for path in files:
         path.unlink(missing_ok=True)
+    return dropped
+
+
+def drop_checkpoints(run, keep) -> list[int]:
+    """Delete the saved checkpoints at every step but those in `keep` (one step, or an iterable of saved steps;
+    a string is refused) and return the steps dropped. The last step and every step that keeps a state are
+    always kept (a run resumes, and its forks start, there). How the shipped demo is thinned to its size (its
+    onsets read at 50 steps, the transition at 100): `keep` is checked before anything is touched; the manifest
+    then stops listing the dropped checkpoints first, so an interruption leaves at worst unlisted files. The
+    run's analysis cache is removed with them: an entry is keyed by its own checkpoint, and some analyses
+    (trajectory) read the one saved before, which changes."""
+    import shutil
+
+    from interp.run_layout import CACHE_DIR, FORMAT, MANIFEST_FILE
+
+    keep = _steps_to_keep(keep, "drop_checkpoints")
+    manifest = run.manifest()
+    unsaved = [step for step in keep if step not in manifest]
+    if unsaved:
+        raise InterpError(f"drop_checkpoints: {run.path} saved no checkpoint at step {', '.join(map(str, unsaved))}; "
+                          f"it saved {', '.join(map(str, sorted(manifest))) or 'none'}")
+    keep = set(keep) | set(kept_steps(run)) | ({max(manifest)} if manifest else set())
+    dropped = [step for step in sorted(manifest) if step not in keep]
+    files = [run.path / manifest[step]["file"] for step in dropped]
+    remaining = {str(s): e for s, e in sorted(manifest.items()) if s in keep}
+    atomic_write_json(run.path / MANIFEST_FILE, {"format": FORMAT, "checkpoints": remaining})
+    for path in files:
+        path.unlink(missing_ok=True)
+    if dropped:
+        shutil.rmtree(run.path / CACHE_DIR, ignore_errors=True)
     return dropped

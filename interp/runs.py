@@ -236,6 +236,13 @@ class Run:
         return self._task
 
     @property
+    def layout(self):
+        """Where everything sits in the task's sequences, from the spec alone (no task generated, no torch)."""
+        from interp.task import build_layout
+
+        return build_layout(self.spec.task)
+
+    @property
     def log_k(self) -> float:
         return math.log(self.spec.task.k)
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from jaxtyping import Int
-from torch import Tensor
 
 from interp.errors import InterpError
 from interp.seeding import numpy_generator, torch_generator
@@ -36,6 +36,12 @@ from interp.spec import (  # noqa: F401  (re-exported: the task's vocabulary liv
     VOCAB_SIZE,
     TaskSpec,
 )
+
+# torch is imported where a Task is made, so that the layout alone (a cached report) never loads it; where torch is
+# already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    import torch
+    from torch import Tensor
 
 SPECIAL_NAMES = {PAD: "PAD", BOS: "BOS", EOS: "EOS", SEP: "SEP"}
 
@@ -170,6 +176,8 @@ class Task:
         bases: Int[Tensor, "n_bases len_b"],
         targets: Int[Tensor, "n_bases k len_a"],
     ):
+        import torch
+
         self.spec = spec
         self.seed = seed
         self.layout = build_layout(spec)
@@ -187,6 +195,8 @@ class Task:
     @classmethod
     def generate(cls, spec: TaskSpec, seed: int = 0) -> Task:
         """Draw selectors, bases and targets from `seed` (docs/definitions.md, "The task")."""
+        import torch
+
         spec.validate()
         rng = numpy_generator(seed, "task")
         selectors = _distinct_strings(rng, spec.k, spec.len_z)
@@ -262,6 +272,8 @@ class Task:
     def _build_tokens(
         self, group_id: Int[Tensor, " n"], selector_id: Int[Tensor, " n"]
     ) -> Int[Tensor, "n seq"]:
+        import torch
+
         inputs, output = DIRECTIONS[self.spec.direction]
         n = len(group_id)
         col = lambda value: torch.full((n, 1), value, dtype=torch.long)  # noqa: E731
@@ -301,6 +313,8 @@ class Task:
     def other_selectors(self, idx: Int[Tensor, " n"], generator: torch.Generator) -> Int[Tensor, " n"]:
         """For each example a uniformly drawn selector of its group (so of its own selector set)
         that is never its own: a within-set index, as `with_selector` takes."""
+        import torch
+
         offset = torch.randint(1, self.k, (len(idx),), generator=generator)
         return (self.selector_id[idx] + offset) % self.k
 
@@ -308,6 +322,8 @@ class Task:
         """A fixed, seeded, sorted choice of n examples (all of them when n >= D) and, where the
         task has a selector, a z' for each (another selector of its group, never its own).
         Training's evaluation subset, the ablation probe and the patching pairs all come from here."""
+        import torch
+
         if n < 1:
             raise InterpError(f"a probe needs at least one example, got {n}")
         gen = torch_generator(seed, stream)

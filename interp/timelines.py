@@ -139,7 +139,7 @@ def check_run(run: Run) -> None:
             f"a timeline needs the candidate loss, which {run.path} does not have "
             f"(direction {run.spec.task.direction!r} or no evaluations yet)"
         )
-    if not run.task.has_selector:
+    if not run.layout.z_pos:  # the task has no selector (read from the layout: no task generated, no torch)
         raise InterpError(
             f"a timeline tracks when heads start reading the selector z, but direction "
             f"{run.spec.task.direction!r} of {run.path} has none"

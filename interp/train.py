@@ -40,7 +40,7 @@ from interp.devices import is_allocation_failure
 from interp.errors import InterpError
 from interp.metrics import evaluate_examples, inbatch_shuffled_first_loss, summarize
 from interp.optimizer_stats import optimizer_columns
-from interp.model import build_model, to_device
+from interp.model import build_model, native_optimizer_state, to_device
 from interp.runs import Run
 from interp.seeding import step_generator
 from interp.spec import TrainSpec
@@ -157,7 +157,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
     stepper, generators, schedule, lr_scale = stepping.step, stepping.generators, stepping.schedule, stepping.lr_scale
     gradient_log = getattr(stepper, "log", None)  # interp.steps.GradientLog: the dissipation Q
     if resume is not None:
-        optimizer.load_state_dict(resume.optimizer)
+        optimizer.load_state_dict(native_optimizer_state(model, resume.optimizer))  # saved in checkpoint layout
         for name, gen in generators.items():
             if name not in resume.generators:
                 raise InterpError(f"{run.path}: its resume state lacks the random stream {name!r}")

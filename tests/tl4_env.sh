@@ -14,11 +14,11 @@ if [ ! -x "$tl3" ]; then
   echo "tl4_env: no TL 3.9 interpreter at $tl3 to compare against; run the README's test command first" >&2
   exit 2
 fi
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import transformer_lens, interp" 2>/dev/null; then
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import transformer_lens, interp, devinterp" 2>/dev/null; then
   echo "tl4_env: making $venv (torch 2.13.0 CPU, TransformerLens per constraints/tl4.txt; about 2 min)"
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q torch==2.13.0
-  "$venv/bin/pip" install -q -e '.[dev]' -c constraints/tl4.txt
+  "$venv/bin/pip" install -q -e '.[dev,landscape]' -c constraints/tl4.txt  # landscape: the LLC compared too
 fi
 "$venv/bin/python" -c "import importlib.metadata as m; print('tl4_env: TransformerLens', m.version('transformer-lens'))"
 export INTERP_TL3_PYTHON="$tl3"

@@ -69,6 +69,41 @@ def _analysis(run, name):
     return out
 
 
+def _curvature(run):
+    """The ported curvature and optimizer analyses (issue 35): the Hessian's extreme directions (vectors in the
+    checkpoint layout), the gradients' noise along them, one-step AdamW updates from the demo's kept state (no
+    replay, which needs the demo's 2 threads), and a short LLC where devinterp is installed."""
+    from interp.analysis import gradients, updates
+    from interp.analysis.directions import extreme_directions
+
+    step = run.steps[len(run.steps) // 2]
+    found = extreme_directions(run, step, n_examples=128)
+    out = {"lambda_max": found.lambda_max, "lambda_min": found.lambda_min}
+    out |= {f"{kind}.{name}": t for kind in ("vmax", "vmin") for name, t in found.vector(kind).items()}
+    row = gradients.at_step(run, step, curvature=True, curvature_examples=128, n_examples=64, n_batches=2, n_random=2)
+    out |= {f"gradients.{c}": float(row[c].iloc[0]) for c in row.columns}
+    from interp.run_states import kept_steps
+
+    row = updates.at_step(run, kept_steps(run)[0], n_draws=4)
+    out |= {f"updates.{c}": float(row[c].iloc[0]) for c in row.columns if c != "source"}
+    return out
+
+
+def _llc(run):
+    import importlib.util
+
+    if importlib.util.find_spec("devinterp") is None:
+        raise SkipSection("devinterp is not installed here (pip install -e '.[landscape]')")
+    from interp.analysis import llc
+
+    table = llc.at_step(run, run.steps[len(run.steps) // 2], restrict=["full", "L0H0"], chains=2, draws=12)
+    return {c: table[c].to_numpy() for c in ("chain", "llc", "llc_mean", "drift", "init_loss", "n_params")}
+
+
+class SkipSection(Exception):
+    """A section that cannot run under this interpreter (an extra not installed): recorded, not compared."""
+
+
 def _training(run_dir):
     from interp.model import tl_params
     from interp.runs import Run
@@ -90,13 +125,14 @@ def main(out: Path) -> None:
     from tests.helpers import DEMO, copy_run
 
     torch.set_num_threads(1)
-    arrays, errors = {}, {}
+    arrays, errors, skipped = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         run = Run.open(copy_run(DEMO, Path(tmp) / "demo", cache=False))
         tokens = run.task.tokens[:64]
         sections = {"logits": lambda: _logits(run, tokens), "cache": lambda: _cache(run, tokens),
                     "tl_patching": lambda: _tl_patching(run, tokens), "training": lambda: _training(Path(tmp))}
         sections |= {f"analysis.{name}": (lambda name=name: _analysis(run, name)) for name in ANALYSES}
+        sections |= {"curvature": lambda: _curvature(run), "llc": lambda: _llc(run)}
         for section, compute in sections.items():
             try:
                 with torch.no_grad() if section in ("logits", "cache") else torch.enable_grad():
@@ -104,10 +140,12 @@ def main(out: Path) -> None:
                 for key, value in values.items():
                     value = value.detach().double().numpy() if isinstance(value, torch.Tensor) else value
                     arrays[f"{section}/{key}"] = np.asarray(value, dtype=np.float64)
+            except SkipSection as exc:
+                skipped[section] = str(exc)
             except Exception as exc:  # recorded, compared by the test
                 errors[section] = f"{type(exc).__name__}: {exc}"[:500] + "\n" + traceback.format_exc()[-1500:]
     np.savez(out, **arrays)
-    Path(f"{out}.errors.json").write_text(json.dumps({"tl_major": tl_major(), "errors": errors}, indent=1))
+    Path(f"{out}.errors.json").write_text(json.dumps({"tl_major": tl_major(), "errors": errors, "skipped": skipped}, indent=1))
 
 
 if __name__ == "__main__":

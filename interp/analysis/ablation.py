@@ -21,23 +21,28 @@ must equal (tests check every method to 1e-5); it also serves models outside the
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
 from jaxtyping import Float, Int
-from torch import Tensor, nn
 
-from interp.analysis.common import across_of, get_act_name, head_name
+from interp.analysis.common import across_of, get_act_name, head_name, no_grad
 from interp.analysis.findings import Rows
 from interp.analysis.registry import ABLATION_METHODS, N_EXAMPLES, Analysis, Option, parse_methods
 from interp.errors import InterpError
-from interp.fastpath import Tree, resume_tree, run_tree, usable
-from interp.metrics import assemble, check_alt_selector, evaluate_examples, summarize, tree_logprobs
 from interp.names import METRICS
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import Task
+
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    from torch import Tensor, nn
+
+    from interp.fastpath import Tree
 
 METHODS = ABLATION_METHODS  # the --method choices of its entry (METHOD, below)
 DEFAULTS = {"methods": METHODS, "n_examples": 256}
@@ -64,6 +69,8 @@ def components(n_layers: int, n_heads: int) -> list[tuple[str, int, tuple[int, .
 
 def resample_table(task: Task, seed: int) -> Int[Tensor, "n_groups k"]:
     """For each (group, selector), the selector whose activations replace it: never itself."""
+    import torch
+
     gen = torch_generator(seed, "resample")
     offset = torch.randint(1, task.k, (task.n_groups, task.k), generator=gen)
     return (torch.arange(task.k).view(1, -1) + offset) % task.k
@@ -71,6 +78,8 @@ def resample_table(task: Task, seed: int) -> Int[Tensor, "n_groups k"]:
 
 def _ids_of(rows: Int[Tensor, "n len"], table: Int[Tensor, "m len"]) -> Int[Tensor, " n"]:
     """Index of each row of `rows` in `table` (exact match), for any string length."""
+    import torch
+
     table = table.to(rows.device)
     uniq, inverse = torch.unique(torch.cat([table, rows]), dim=0, return_inverse=True)
     lookup = torch.full((len(uniq),), -1, dtype=torch.long, device=rows.device)
@@ -95,9 +104,11 @@ def resample_tokens(task: Task, tokens: Int[Tensor, "n seq"], table: Int[Tensor,
     return source
 
 
-@torch.no_grad()
+@no_grad
 def reference_mean_z(model: nn.Module, task: Task, seed: int, size: int = REFERENCE_SIZE) -> list[Tensor]:
     """Per-layer, per-position mean of hook_z over a fixed reference set: [seq, head, d_head]."""
+    import torch
+
     gen = torch_generator(seed, "reference")
     idx = torch.randperm(task.size, generator=gen)[: min(size, task.size)]
     names = [get_act_name("z", l) for l in range(model.cfg.n_layers)]
@@ -106,48 +117,70 @@ def reference_mean_z(model: nn.Module, task: Task, seed: int, size: int = REFERE
     return [cache[name].mean(0) for name in names]
 
 
-class Ablated(nn.Module):
-    """`model` with the heads `targets` ({layer: heads}) ablated by `method`; tokens -> logits.
+def _ablated_class() -> type:
+    """`Ablated`, made on first use: it is a torch `nn.Module`, and this module imports torch only to compute."""
+    global _ABLATED
+    if _ABLATED is not None:
+        return _ABLATED
+    import torch
+    from torch import nn
 
-    The reference implementation through TransformerLens hooks (and the path for models the
-    fast path does not support)."""
+    class Ablated(nn.Module):
+        """`model` with the heads `targets` ({layer: heads}) ablated by `method`; tokens -> logits.
 
-    def __init__(
-        self,
-        model: nn.Module,
-        targets: dict[int, tuple[int, ...]],
-        method: str,
-        task: Task | None = None,
-        mean_z: list[Tensor] | None = None,
-        table: Tensor | None = None,
-    ):
-        super().__init__()
-        check_methods(method)
-        _check_inputs(method, task, mean_z, table)
-        self.model, self.targets, self.method = model, targets, method
-        self.task, self.mean_z, self.table = task, mean_z, table
+        The reference implementation through TransformerLens hooks (and the path for models the
+        fast path does not support)."""
 
-    def forward(self, tokens: Int[Tensor, "n seq"]) -> Float[Tensor, "n seq vocab"]:
-        source: dict[str, Tensor] = {}
-        names = {get_act_name("z", layer): layer for layer in self.targets}
-        if self.method == "resample":
-            src_tokens = resample_tokens(self.task, tokens, self.table)
-            with torch.no_grad():
-                _, cache = self.model.run_with_cache(src_tokens, names_filter=lambda n: n in names)
-            source = {name: cache[name] for name in names}
+        def __init__(
+            self,
+            model: nn.Module,
+            targets: dict[int, tuple[int, ...]],
+            method: str,
+            task: Task | None = None,
+            mean_z: list[Tensor] | None = None,
+            table: Tensor | None = None,
+        ):
+            super().__init__()
+            check_methods(method)
+            _check_inputs(method, task, mean_z, table)
+            self.model, self.targets, self.method = model, targets, method
+            self.task, self.mean_z, self.table = task, mean_z, table
 
-        def hook(z, hook):
-            heads = list(self.targets[names[hook.name]])
-            z = z.clone()
-            if self.method == "zero":
-                z[:, :, heads] = 0.0
-            elif self.method == "mean":
-                z[:, :, heads] = self.mean_z[names[hook.name]][: z.shape[1], heads].to(z.dtype)
-            else:
-                z[:, :, heads] = source[hook.name][:, :, heads]
-            return z
+        def forward(self, tokens: Int[Tensor, "n seq"]) -> Float[Tensor, "n seq vocab"]:
+            source: dict[str, Tensor] = {}
+            names = {get_act_name("z", layer): layer for layer in self.targets}
+            if self.method == "resample":
+                src_tokens = resample_tokens(self.task, tokens, self.table)
+                with torch.no_grad():
+                    _, cache = self.model.run_with_cache(src_tokens, names_filter=lambda n: n in names)
+                source = {name: cache[name] for name in names}
 
-        return self.model.run_with_hooks(tokens, fwd_hooks=[(name, hook) for name in names])
+            def hook(z, hook):
+                heads = list(self.targets[names[hook.name]])
+                z = z.clone()
+                if self.method == "zero":
+                    z[:, :, heads] = 0.0
+                elif self.method == "mean":
+                    z[:, :, heads] = self.mean_z[names[hook.name]][: z.shape[1], heads].to(z.dtype)
+                else:
+                    z[:, :, heads] = source[hook.name][:, :, heads]
+                return z
+
+            return self.model.run_with_hooks(tokens, fwd_hooks=[(name, hook) for name in names])
+
+    Ablated.__qualname__ = "Ablated"
+    _ABLATED = Ablated
+    return Ablated
+
+
+_ABLATED: type | None = None
+
+
+def __getattr__(name: str):
+    """`ablation.Ablated` (made on first use, see `_ablated_class`)."""
+    if name == "Ablated":
+        return _ablated_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_inputs(method: str, task: Task | None, mean_z, table) -> None:
@@ -162,6 +195,8 @@ class _Probe:
     """One recorded forward of the probe: prefixes, their continuations and its z-source."""
 
     def __init__(self, model, prefix: Tensor, outputs: Tensor, source_prefix: Tensor | None, upto: int):
+        from interp.fastpath import run_tree
+
         self.outputs = outputs  # [n, K, out]: the continuation tokens are outputs[..., :-1]
         self.tree = run_tree(model, prefix, outputs[:, :, :-1], record=True)
         # the source only lends head outputs, up to the highest ablated layer
@@ -169,12 +204,16 @@ class _Probe:
                                                                   record=True, upto=upto)
 
     def logprobs(self, first: Tensor, cont: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+        from interp.metrics import tree_logprobs
+
         return tree_logprobs(first, cont, self.outputs[rows])
 
 
 def _replacement(method: str, probe: _Probe, layer: int, mean_z: list[Tensor] | None
                  ) -> tuple[Tensor, Tensor]:
     """What ablated heads' outputs become at `layer`: [n, P, H, e] and [n, K, C, H, e]."""
+    import torch
+
     tree: Tree = probe.tree
     zp, zc = tree.prefix_z[layer], tree.cont_z[layer]
     if method == "zero":
@@ -190,6 +229,10 @@ def _ablated_logprobs(model, probe: _Probe, layer: int, masks: Tensor, method: s
                       mean_z: list[Tensor] | None) -> tuple[Tensor, Tensor, Tensor]:
     """(logp [V, n, K, out], hit, first logits [V, n, vocab]) with heads masks[v] of `layer`
     ablated in variant v (masks [V, H])."""
+    import torch
+
+    from interp.fastpath import resume_tree
+
     tree = probe.tree
     n, k = probe.outputs.shape[:2]
     zp, zc = tree.prefix_z[layer], tree.cont_z[layer]
@@ -212,7 +255,7 @@ def _ablated_logprobs(model, probe: _Probe, layer: int, masks: Tensor, method: s
     return torch.cat(logps), torch.cat(hits), torch.cat(firsts)
 
 
-@torch.no_grad()
+@no_grad
 def effects_by_method(
     model: nn.Module,
     task: Task,
@@ -226,6 +269,11 @@ def effects_by_method(
     """Per-example metrics (as `evaluate_examples`) with each component of `comps` ablated by each
     method, plus the unablated ones under the key "clean": {method: {component: metrics}}. The
     probe's recorded forward is shared by every method."""
+    import torch
+
+    from interp.fastpath import usable
+    from interp.metrics import assemble, check_alt_selector, evaluate_examples
+
     methods = check_methods(methods)
     for method in methods:
         _check_inputs(method, task, mean_z, table)
@@ -236,7 +284,7 @@ def effects_by_method(
         for method in methods:
             out[method] = {"clean": clean}
             for name, layer, heads in comps:
-                ablated = Ablated(model, {layer: heads}, method, task=task, mean_z=mean_z, table=table)
+                ablated = _ablated_class()(model, {layer: heads}, method, task=task, mean_z=mean_z, table=table)
                 out[method][name] = evaluate_examples(ablated, task, idx, alt)
         return out
     device = next(model.parameters()).device
@@ -291,7 +339,7 @@ def effects_by_method(
 
 
 # ---------------------------------------------------------------------------- run level
-@torch.no_grad()
+@no_grad
 def at_step(
     run: Run,
     step: int,
@@ -311,6 +359,8 @@ def at_step(
     `interp.names.METRICS` the ablated value M, the unablated `clean_M` and `delta_M` =
     M - clean_M (losses and gaps in nats, accuracies as fractions), and n_examples.
     """
+    from interp.metrics import summarize
+
     methods = check_methods(methods)
     task = run.task
     if model is None:

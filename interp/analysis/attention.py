@@ -8,27 +8,34 @@ a sum over the decision row of the same mean pattern.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 from jaxtyping import Float, Int
-from torch import Tensor, nn
 
-from interp.analysis.common import across_of, get_act_name, group_examples, probe_groups, segment_names
+from interp.analysis.common import across_of, get_act_name, group_examples, no_grad, probe_groups, segment_names
 from interp.analysis.registry import Analysis, N_GROUPS
 from interp.runs import Run
-from interp.task import Task
+from interp.task import Layout, Task
+
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    from torch import Tensor, nn
 
 DEFAULT_GROUPS = 32
 
 
-@torch.no_grad()
+@no_grad
 def mean_patterns(
     model: nn.Module, tokens: Int[Tensor, "n seq"], chunk_size: int = 1024
 ) -> Float[Tensor, "layer head query key"]:
     """Mean of hook_pattern over `tokens`, for every layer."""
+    import torch
+
     n_layers = model.cfg.n_layers
     names = [get_act_name("pattern", l) for l in range(n_layers)]
     device = next(model.parameters()).device
@@ -91,14 +98,15 @@ def evolution(run: Run, steps: int | str | Iterable | None = None, n_groups: int
     return across(run, steps, progress=progress, n_groups=n_groups, device=device)
 
 
-def segments(patterns: pd.DataFrame, task: Task) -> pd.DataFrame:
-    """Decision-position attention mass per segment, from an `evolution` table."""
-    names = segment_names(task)
-    row = patterns[patterns["query"] == task.layout.decision_pos].copy()
+def segments(patterns: pd.DataFrame, task: Task | Layout) -> pd.DataFrame:
+    """Decision-position attention mass per segment, from an `evolution` table (a task or its layout)."""
+    layout = getattr(task, "layout", task)
+    names = segment_names(layout)
+    row = patterns[patterns["query"] == layout.decision_pos].copy()
     row["segment"] = [names[k] for k in row["key"]]
     out = row.groupby(["step", "layer", "head", "head_name", "segment"], as_index=False, sort=False)["weight"].sum()
     out = out.rename(columns={"weight": "mass"})
-    order = {name: i for i, name in enumerate(task.layout.segments)}
+    order = {name: i for i, name in enumerate(layout.segments)}
     out["order"] = out["segment"].map(order)
     return out.sort_values(["step", "layer", "head", "order"]).drop(columns="order").reset_index(drop=True)
 
@@ -106,4 +114,4 @@ def segments(patterns: pd.DataFrame, task: Task) -> pd.DataFrame:
 
 def derive(run: Run, tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The suite's derived table: decision-position attention mass per segment."""
-    return {"attention_segments": segments(tables["attention"], run.task)}
+    return {"attention_segments": segments(tables["attention"], run.layout)}

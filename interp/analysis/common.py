@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import bisect
+import functools
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from interp.analysis import registry
@@ -16,8 +18,27 @@ from interp.errors import InterpError
 from interp.names import head_name  # noqa: F401  (re-exported)
 from interp.runs import Run
 from interp.seeding import torch_generator
-from interp.task import Task
+from interp.task import Layout, Task
 from interp.transition import RELATIVE_STEPS, tau
+
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    import torch
+
+
+def no_grad(fn: Callable) -> Callable:
+    """`torch.no_grad()` as a decorator that imports torch when `fn` runs, not when its module is imported
+    (a cached report imports the analysis modules for their findings, and never torch)."""
+
+    @functools.wraps(fn)
+    def without_grad(*args, **kwargs):
+        import torch
+
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+
+    return without_grad
 
 
 def get_act_name(name: str, layer: int) -> str:
@@ -28,10 +49,12 @@ def get_act_name(name: str, layer: int) -> str:
     return act_name(name, layer)
 
 
-def segment_names(task: Task) -> list[str]:
-    """The segment each position belongs to (BOS, B, SEP, z, SEP2, A, EOS)."""
-    names = [""] * task.layout.length
-    for name, (start, stop) in task.layout.segments.items():
+def segment_names(task: Task | Layout) -> list[str]:
+    """The segment each position belongs to (BOS, B, SEP, z, SEP2, A, EOS), from a task or its layout
+    (`Run.layout`: no task generated)."""
+    layout = getattr(task, "layout", task)
+    names = [""] * layout.length
+    for name, (start, stop) in layout.segments.items():
         for p in range(start, stop):
             names[p] = name
     return names
@@ -150,6 +173,8 @@ def beyond_note(label: str, target: float, last: int) -> str:
 
 def probe_groups(task: Task, n_groups: int | None, seed: int) -> torch.Tensor:
     """A fixed, seeded choice of groups (all of them when n_groups is None or too large)."""
+    import torch
+
     if n_groups is not None and n_groups < 1:
         raise InterpError(f"the probe needs at least one group, got n_groups={n_groups}")
     if n_groups is None or n_groups >= task.n_groups:
@@ -160,6 +185,8 @@ def probe_groups(task: Task, n_groups: int | None, seed: int) -> torch.Tensor:
 
 def group_examples(task: Task, groups: torch.Tensor) -> torch.Tensor:
     """Example indices of `groups`, group-major: [G * K], each group's K selectors in order."""
+    import torch
+
     return (groups.view(-1, 1) * task.k + torch.arange(task.k).view(1, -1)).reshape(-1)
 
 

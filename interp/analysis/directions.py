@@ -60,9 +60,12 @@ def cache_path(run, step: int, kind: str, n_examples: int):
 
 
 def params_sha256(model: nn.Module) -> str:
-    """SHA-256 of the model's parameters as float32, in name order (what the vectors were computed at)."""
+    """SHA-256 of the model's parameters as float32, in checkpoint names, shapes and order (what the vectors were
+    computed at; the same on either TransformerLens, whose vectors share one layout)."""
+    from interp.model import tl_params
+
     digest = hashlib.sha256()
-    for name, p in model.named_parameters():
+    for name, p in tl_params(model).items():
         digest.update(name.encode())
         digest.update(p.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return digest.hexdigest()
@@ -99,7 +102,9 @@ def _write(path, tensors: dict[str, Tensor], meta: dict[str, str]) -> None:
 
 
 def _as_params(model: nn.Module, flat: Tensor) -> dict[str, Tensor]:
-    named = list(model.named_parameters())
+    from interp.model import tl_params
+
+    named = list(tl_params(model).items())
     sizes = [p.numel() for _, p in named]
     if sum(sizes) != flat.numel():
         raise InterpError(f"the Hessian vector has {flat.numel()} entries, the model {sum(sizes)} parameters")
@@ -122,7 +127,9 @@ def extreme_directions(run, step: int, model: nn.Module | None = None, *, n_exam
     sha = run.manifest()[step]["sha256"]
     if model is None:
         model = run.model(step, device=device)
-    shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    from interp.model import tl_params
+
+    shapes = {name: tuple(p.shape) for name, p in tl_params(model).items()}
     expected = {"checkpoint_sha256": sha, "step": str(step), "n_examples": str(n),
                 "params_sha256": params_sha256(model)}
     hits = {kind: _read(cache_path(run, step, kind, n), {**expected, "kind": kind}, shapes) for kind in KINDS}

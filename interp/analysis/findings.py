@@ -78,9 +78,14 @@ def findings(run: Run, tables: dict[str, pd.DataFrame], t: int | None, unreadabl
 
 
 def summary_rows(found: dict, tables: dict[str, pd.DataFrame] | None = None) -> Rows:
-    """The findings as (label, text) rows: the one rendering used by `interp analyze` and the report."""
+    """The findings as (label, text) rows: the one rendering used by `interp analyze` and the report.
+    Given `tables`, an analysis none of whose tables is there is not asked (its module is not imported:
+    a cached report of the default analyses loads no geometry code, nor torch)."""
     rows: Rows = []
     for entry in registry.REGISTRY.values():
+        if tables is not None and not any(tables.get(name) is not None and not tables[name].empty
+                                          for name in entry.table_names):
+            continue
         if (own := entry.hook("rows")) is not None:
             rows.extend(own(found, tables or {}))
     return rows

@@ -13,7 +13,7 @@ g_B is the mean of B independent draws of g_i and
 docs/diagnostics.md), from one seeded permutation of the training set whose first `n_examples`
 examples are the per-example sample S and whose first `n_full` examples hold S:
 
-- per-example gradients g_i of S (torch.func: vmap over grad of a functional_call, in chunks),
+- per-example gradients g_i of S (torch.func: vmap over grad of `interp.model.call_with`, in chunks),
   reduced chunk by chunk to sum_i g_i, ||g_i||^2 and <g_i, v> for each direction v;
 - `n_batches` minibatch gradients g_B, drawn as training draws them (from this analysis's own
   random stream, never the training one);
@@ -43,7 +43,6 @@ eval mode and its parameters' .grad is never touched (torch.func and torch.autog
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from torch.func import functional_call, grad, jvp, vmap
+from torch.func import grad, jvp, vmap
 
 from interp.analysis.common import across_of, group_examples, probe_groups
 from interp.analysis.selector_snr import selector_snr
@@ -89,8 +88,7 @@ Params = dict[str, Tensor]
 def per_example_loss(
     forward: Callable[[Tensor], Tensor], tokens: Int[Tensor, "n seq"], loss_pos: tuple[int, ...]
 ) -> Float[Tensor, " n"]:
-    """Each example's mean cross-entropy over its output tokens (their mean is `batch_loss`).
-    The sequence is cut after the last scored position (causal: nothing later matters)."""
+    """Each example's mean output cross-entropy (their mean is `batch_loss`), cut after the last scored position."""
     first, last = loss_pos[0], loss_pos[-1]
     logits = forward(tokens[:, : last + 1])[:, first : last + 1]
     targets = tokens[:, first + 1 : last + 2]
@@ -107,7 +105,8 @@ class Objective:
     loss_pos: tuple[int, ...]
 
     def __post_init__(self):
-        self.base: Params = {n: p.detach() for n, p in self.model.named_parameters()}
+        from interp.model import tl_params  # checkpoint layout on TL 3 or 4; lazy, as every model import
+        self.base: Params = {n: p.detach() for n, p in tl_params(self.model).items()}
         self.names = list(self.base)
         self.device = next(iter(self.base.values())).device
         self.sizes = [self.base[n].numel() for n in self.names]
@@ -116,7 +115,8 @@ class Objective:
         self.dim = sum(self.sizes)
 
     def forward(self, params: Params) -> Callable[[Tensor], Tensor]:
-        return lambda x: functional_call(self.model, params, (x,))
+        from interp.model import call_with
+        return lambda x: call_with(self.model, params, lambda model, t: model(t), x)
 
     def mean_loss(self, params: Params, tokens: Int[Tensor, "n seq"]) -> Float[Tensor, ""]:
         return per_example_loss(self.forward(params), tokens, self.loss_pos).mean()
@@ -144,7 +144,8 @@ def _prepared(model: nn.Module, device: str | None) -> nn.Module:
     want = p.device if device is None else torch.device(device)
     if p.dtype == torch.float32 and p.device == want and not model.training:
         return model
-    other = copy.deepcopy(model)
+    from interp.model import copy_model  # a bridge's copy drops its last forward's captured activations
+    other = copy_model(model)
     try:
         other = other.to(want, torch.float32, print_details=False)
     except TypeError:  # not a HookedTransformer

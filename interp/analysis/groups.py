@@ -10,28 +10,35 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
-from interp.analysis.common import TAU_FRACTIONS, across_of, group_examples, probe_groups
+from interp.analysis.common import TAU_FRACTIONS, across_of, group_examples, no_grad, probe_groups
 from interp.analysis.findings import Rows
 from interp.analysis.registry import Analysis, N_GROUPS
-from interp.metrics import evaluate_examples
 from interp.runs import Run
 from interp.task import Task
+
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    import torch
+    from torch import nn
 
 DEFAULT_GROUPS = 200
 THRESHOLD = 0.8
 FRACTIONS = TAU_FRACTIONS
 
 
-@torch.no_grad()
+@no_grad
 def group_accuracy(model: nn.Module, task: Task, groups: torch.Tensor) -> pd.DataFrame:
     """Candidate accuracy and loss of each group, over all its K examples."""
+    from interp.metrics import evaluate_examples
+
     idx = group_examples(task, groups)
     per = evaluate_examples(model, task, idx)
     k = task.k

@@ -10,7 +10,6 @@ forward-over-reverse; `hvps` gives several at once by `vmap`.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 
@@ -18,11 +17,10 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from torch.func import functional_call
 
 from interp.analysis.params import selection
 from interp.errors import InterpError
-from interp.fastpath.objective import Objective, fast_objective
+from interp.fastpath.objective import fast_objective, training_loss
 from interp.fastpath.support import problems
 from interp.metrics import batch_loss
 
@@ -52,9 +50,11 @@ def deterministic():
 
 def _as_dtype(model: nn.Module, dtype: torch.dtype) -> nn.Module:
     """`model` itself if it already has `dtype`, else a converted copy (the caller's model is untouched)."""
+    from interp.model import copy_model
+
     if next(model.parameters()).dtype == dtype:
         return model
-    other = copy.deepcopy(model)
+    other = copy_model(model)
     try:
         return other.to(dtype, print_details=False)
     except TypeError:  # not a HookedTransformer
@@ -63,7 +63,9 @@ def _as_dtype(model: nn.Module, dtype: torch.dtype) -> nn.Module:
 
 def moved(model: nn.Module, device: str) -> nn.Module:
     """A copy of `model` on `device` (the caller's model stays where it is)."""
-    other = copy.deepcopy(model)
+    from interp.model import copy_model
+
+    other = copy_model(model)
     try:
         return other.to(device, print_details=False)
     except TypeError:  # not a HookedTransformer
@@ -125,7 +127,10 @@ class HessianOperator:
         self.loss_pos = loss_pos
         self.chunk_size = chunk_size
         self.sel = selection(self.model, restrict)
-        self.base = {n: p.detach() for n, p in self.model.named_parameters()}
+        from interp.model import tl_params  # lazy: a cached report never imports the model
+
+        # checkpoint names and shapes on either TransformerLens: vectors and products live in one layout
+        self.base = {n: p.detach() for n, p in tl_params(self.model).items()}
         self.names = list(self.sel.index)
         self.sizes = [self.base[n].numel() if i is None else len(i) for n, i in self.sel.index.items()]
         self.dim = sum(self.sizes)
@@ -134,7 +139,6 @@ class HessianOperator:
         self.graph_bytes = 0  # saved-tensor bytes of the graphs kept so far
         self._graphs: dict[int, tuple[list[Tensor], list[Tensor]]] = {}
         self._full = False  # a graph did not fit: stop measuring
-        self._objective = Objective(self.model, loss_pos) if forward == "fast" else None
 
     # -- vectors <-> parameter tensors
     def _split(self, v: Float[Tensor, " p"]) -> list[Tensor]:
@@ -165,10 +169,11 @@ class HessianOperator:
             yield i, chunk, len(chunk) / n
 
     def _loss(self, leaves: dict[str, Tensor], tokens: Tensor) -> Tensor:
+        from interp.model import call_with
+
         params = {**self.base, **leaves}
-        if self._objective is not None:
-            return functional_call(self._objective, {"model." + n: p for n, p in params.items()}, (tokens,))
-        return batch_loss(lambda x: functional_call(self.model, params, (x,)), tokens, self.loss_pos)
+        return call_with(self.model, params, training_loss if self.forward == "fast" else batch_loss, tokens,
+                         self.loss_pos)
 
     def _leaves(self) -> dict[str, Tensor]:
         return {n: self.base[n].clone().requires_grad_(True) for n in self.names}

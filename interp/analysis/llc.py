@@ -119,7 +119,9 @@ def param_masks(model: nn.Module, restriction: str) -> dict[str, Tensor | None]:
 
 
 def _n_selected(model: nn.Module, masks: dict[str, Tensor | None]) -> int:
-    tensors = dict(model.named_parameters())
+    from interp.model import tl_params  # lazy: a cached report never imports the model
+
+    tensors = tl_params(model)
     return sum(tensors[n].numel() if m is None else int(m.sum()) for n, m in masks.items())
 
 
@@ -214,13 +216,18 @@ def sample_llc(
     nb = float(default_nbeta(batch_size)) if n_beta is None else float(n_beta)
     if not nb > 0:
         raise InterpError(f"n_beta must be positive, got {n_beta!r}")
+    from interp.model import tl_apply, tl_module
+
+    sampled = tl_module(model)  # TL 4: the bridge's parameters in checkpoint layout (masks' names, SGLD's noise as on TL 3)
+    if sampled is not model:
+        loss_fn = (lambda fn: lambda m, ids: tl_apply(m, fn, ids))(loss_fn)
     with warnings.catch_warnings(record=True) as caught, _quiet_and_isolated(device), \
             tempfile.TemporaryDirectory(prefix="interp-llc-") as tmp:
         warnings.simplefilter("always")
         # inside: nothing on the way to the chains' seed may touch the global RNGs either
         init_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=torch_generator(seed, "llc")))
         samples = sample(
-            model, _Examples(input_ids.cpu()), {}, lr=epsilon, n_beta=nb, param_masks=masks,
+            sampled, _Examples(input_ids.cpu()), {}, lr=epsilon, n_beta=nb, param_masks=masks,
             num_chains=chains, num_draws=draws, batch_size=batch_size, num_burnin_steps=burnin,
             num_init_loss_batches=init_loss_batches, init_seed=init_seed, localization=gamma,
             device=device, output_path=Path(tmp) / "samples.zarr", loss_fn=loss_fn,

@@ -121,9 +121,18 @@ def head_index(shape: Size, head: int) -> Tensor:
     return torch.arange(head * per, (head + 1) * per)
 
 
+def _tensors(model: nn.Module) -> dict[str, Tensor]:
+    """The model's parameters under their checkpoint (HookedTransformer) names, shapes and order, on either
+    TransformerLens (`interp.model.tl_params`): what selections index."""
+    from interp.model import tl_params
+
+    return tl_params(model)
+
+
 def _component_index(model: nn.Module, token: str) -> dict[str, Tensor | None]:
-    names = [n for n, _ in model.named_parameters()]
-    shapes = {n: p.shape for n, p in model.named_parameters()}
+    tensors = _tensors(model)
+    names = list(tensors)
+    shapes = {n: p.shape for n, p in tensors.items()}
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     low = token.strip().lower()
     if low == "all":
@@ -157,9 +166,6 @@ def selection(model: nn.Module, restrict: str | Sequence[str] | None = None) -> 
     """Resolve `restrict` (None = all parameters; a component name or a list of them) on `model`."""
     import torch
 
-    from interp.model import require_hooked
-
-    require_hooked(model, "selecting parameters (the Hessian, the LLC)")
     if restrict is None:
         tokens = ["all"]
     elif isinstance(restrict, str):
@@ -168,8 +174,9 @@ def selection(model: nn.Module, restrict: str | Sequence[str] | None = None) -> 
         tokens = list(restrict)
         if not tokens or not all(isinstance(t, str) for t in tokens):
             raise InterpError(f"restrict must be None, a component name or a list of names, got {restrict!r}")
-    order = [n for n, _ in model.named_parameters()]
-    numel = {n: p.numel() for n, p in model.named_parameters()}
+    tensors = _tensors(model)
+    order = list(tensors)
+    numel = {n: p.numel() for n, p in tensors.items()}
     merged: dict[str, Tensor | None] = {}
     for token in tokens:
         for name, idx in _component_index(model, token).items():
@@ -196,7 +203,7 @@ def flat_index(model: nn.Module, restrict: str | Sequence[str] | None = None) ->
 
     sel = selection(model, restrict)
     out, offset = [], 0
-    for name, p in model.named_parameters():
+    for name, p in _tensors(model).items():
         if name in sel.index:
             idx = sel.index[name]
             out.append(offset + (torch.arange(p.numel()) if idx is None else idx))
@@ -208,7 +215,7 @@ def masks(model: nn.Module, restrict: str | Sequence[str] | None = None) -> dict
     """The selection as boolean masks of each selected tensor's shape (None: the whole tensor), model order."""
     import torch
 
-    params = dict(model.named_parameters())
+    params = _tensors(model)
     out: dict[str, Tensor | None] = {}
     for name, idx in selection(model, restrict).index.items():
         if idx is None:

@@ -18,20 +18,24 @@ filled with the corrupted value.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
 from jaxtyping import Float, Int
-from torch import Tensor, nn
 
-from interp.analysis.common import across_of, head_name, segment_names, select_steps
+from interp.analysis.common import across_of, head_name, no_grad, segment_names, select_steps
 from interp.analysis.findings import Rows
 from interp.analysis.registry import Analysis, N_PAIRS
-from interp.fastpath import base_cache, resume_from_resid, resume_from_z, resume_from_z_at
 from interp.formatting import fmt
 from interp.runs import Run
 from interp.task import Task
+
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    from torch import Tensor, nn
 
 DEFAULT_PAIRS = 64
 DEFAULT_GUARD = 0.1
@@ -62,9 +66,11 @@ def _patching(tables: Callable[..., dict[str, Tensor]]) -> Callable[..., dict[st
     corrupt_cache, corrupt_ld, good, bad, pos)`: the clean and corrupted runs are cached once (truncated at
     `pos`), and their mean logit differences ("clean", "corrupt") returned after the tables."""
 
-    @torch.no_grad()
+    @no_grad
     def patch(model: nn.Module, clean: Int[Tensor, "n seq"], corrupt: Int[Tensor, "n seq"], good: Int[Tensor, " n"],
               bad: Int[Tensor, " n"], pos: int) -> dict[str, Tensor]:
+        from interp.fastpath import base_cache
+
         clean_cache = base_cache(model, clean[:, : pos + 1])
         corrupt_cache = base_cache(model, corrupt[:, : pos + 1])
         clean_ld = logit_diff(clean_cache.logits, good, bad).mean()
@@ -79,6 +85,10 @@ def _patching(tables: Callable[..., dict[str, Tensor]]) -> Callable[..., dict[st
 @_patching
 def patch_residual(model, clean, clean_cache, corrupt_cache, corrupt_ld, good, bad, pos) -> dict[str, Tensor]:
     """Mean LD with the clean resid_pre patched in at each (layer, position): table [L, seq]."""
+    import torch
+
+    from interp.fastpath import resume_from_resid
+
     n, n_layers = len(clean), model.cfg.n_layers
     table = corrupt_ld.repeat(n_layers, clean.shape[1]).clone()
     rows = torch.arange(n, device=clean.device)
@@ -95,6 +105,10 @@ def patch_residual(model, clean, clean_cache, corrupt_cache, corrupt_ld, good, b
 def patch_heads(model, clean, clean_cache, corrupt_cache, corrupt_ld, good, bad, pos) -> dict[str, Tensor]:
     """Mean LD with each head's clean hook_z patched in: at all positions [L, H], and at each
     position [L, seq, H] (the layouts of transformer_lens.patching)."""
+    import torch
+
+    from interp.fastpath import resume_from_z, resume_from_z_at
+
     n, n_layers, n_heads = len(clean), model.cfg.n_layers, model.cfg.n_heads
     all_pos = torch.empty(n_layers, n_heads, device=clean.device, dtype=corrupt_ld.dtype)
     by_pos = corrupt_ld.repeat(n_layers, clean.shape[1], n_heads).clone()
@@ -133,6 +147,8 @@ def _chunked(fn, pairs: dict[str, Tensor], pos: int, device: str) -> dict[str, T
 
 
 def _normalised(patched: Tensor, clean: float, corrupt: float, guard: float) -> Tensor:
+    import torch
+
     span = clean - corrupt
     if abs(span) < guard:
         return torch.full_like(patched, float("nan"))
@@ -177,7 +193,7 @@ def _residual_frame(step: int, res: dict[str, Tensor], guard: float, names: list
     return df
 
 
-@torch.no_grad()
+@no_grad
 def at_step(
     run: Run,
     step: int,

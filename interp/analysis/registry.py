@@ -140,6 +140,28 @@ def parse_switch(text) -> bool:
     raise ValueError(f"takes on or off, got {text!r}")
 
 
+EDGE_METHODS = ("eap", "eap-ig")  # edge attribution: one gradient, or integrated gradients along the inputs
+
+
+def parse_edge_method(text) -> str:
+    """An edge attribution method, one of EDGE_METHODS."""
+    name = str(text).strip().lower()
+    if name not in EDGE_METHODS:
+        raise ValueError(f"unknown edge attribution method {text!r}; allowed: {', '.join(EDGE_METHODS)}")
+    return name
+
+
+def unit_fraction(text) -> float:
+    """A number in (0, 1] from text (ValueError otherwise)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"takes a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"takes a number in (0, 1], got {value:g}")
+    return value
+
+
 # ---------------------------------------------------------------------------- entries
 ROUTING = "routing"  # what a parameter that takes the routing head holds until the suite puts the head in
 # what the suite (and `across`) provides besides the run, the step and the parameters: the routing head, in the
@@ -217,9 +239,15 @@ class Analysis:
             return None
         return getattr(self.load(), name, None)
 
+    def defaults(self) -> dict:
+        """The module's DEFAULTS, read from its source where that can be done (`source_defaults`: no
+        import, so a cached report or card loads no torch), else from the imported module."""
+        found = source_defaults(self.module)
+        return dict(found if found is not None else self.load().DEFAULTS)
+
     def params(self, options: dict | None = None) -> dict:
         """The module's DEFAULTS with the options that apply to it (by flag or parameter name)."""
-        params = dict(self.load().DEFAULTS)
+        params = self.defaults()
         flags = {o.dest: o.param for o in self.options}
         for key, value in (options or {}).items():
             if value is None:
@@ -387,6 +415,59 @@ def read_entry(path: Path, module: str) -> Analysis | None:
     if not isinstance(entry, Analysis) or entry.module != module:
         raise InterpError(f"{path}: ENTRY must be Analysis(NAME, __name__, ...)")
     return entry
+
+
+_TREES: dict[str, ast.Module | None] = {}  # module -> its parsed source (None: not a module of this package)
+_SOURCE_DEFAULTS: dict[str, dict | None] = {}  # module -> its DEFAULTS read from source (None: cannot be)
+
+
+def _tree(module: str) -> ast.Module | None:
+    package = __name__.rpartition(".")[0]
+    if module not in _TREES:
+        path = Path(__file__).parent / f"{module.rpartition('.')[2]}.py"
+        own = module.rpartition(".")[0] == package and path.is_file()
+        _TREES[module] = ast.parse(path.read_text(encoding="utf-8"), str(path)) if own else None
+    return _TREES[module]
+
+
+def _constant(module: str, name: str, seen: tuple = ()):
+    """The value of module-level `name` of `module`, from source: an assignment evaluated among the
+    constants it names (found the same way), or a `from interp.analysis.X import name` followed to X;
+    the registry's own names are its globals. Raises where a value needs more (the caller imports)."""
+    if module == __name__:
+        return globals()[name]
+    if (module, name) in seen or (tree := _tree(module)) is None:
+        raise LookupError(f"{module}.{name}")
+    value = None
+    for node in tree.body:  # the last binding at module level wins, as when the module runs
+        if isinstance(node, ast.ImportFrom) and not node.level and any((a.asname or a.name) == name for a in node.names):
+            alias = next(a for a in node.names if (a.asname or a.name) == name)
+            value = ("import", node.module, alias.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                value = ("value", node.value)
+    if value is None:
+        raise LookupError(f"{module}.{name}")
+    seen = (*seen, (module, name))
+    if value[0] == "import":
+        return _constant(value[1], value[2], seen)
+    names = {n.id for n in ast.walk(value[1]) if isinstance(n, ast.Name)}
+    scope = {n: _constant(module, n, seen) for n in names}
+    return eval(compile(ast.Expression(value[1]), module, "eval"), {"__builtins__": {}}, scope)
+
+
+def source_defaults(module: str) -> dict | None:
+    """A package module's DEFAULTS evaluated from its source without importing it (its literals and
+    the module-level constants they name), or None where that cannot be done. Equal to the imported
+    DEFAULTS for every analysis of the package (tests/unit/test_registry.py)."""
+    if module not in _SOURCE_DEFAULTS:
+        try:
+            found = _constant(module, "DEFAULTS")
+            _SOURCE_DEFAULTS[module] = found if isinstance(found, dict) else None
+        except Exception:  # noqa: BLE001  (anything the source alone cannot give: the module is imported)
+            _SOURCE_DEFAULTS[module] = None
+    return _SOURCE_DEFAULTS[module]
 
 
 def discover() -> list[Analysis]:

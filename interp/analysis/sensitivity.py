@@ -18,23 +18,29 @@ The routing head is the one with the largest z_share at the last analysed step.
 
 from __future__ import annotations
 
-import pandas as pd
-import torch
-from jaxtyping import Float, Int
-from torch import Tensor, nn
+import sys
+from typing import TYPE_CHECKING
 
-from interp.analysis.common import across_of, get_act_name, group_examples, head_name, probe_groups
+import pandas as pd
+from jaxtyping import Float, Int
+
+from interp.analysis.common import across_of, get_act_name, group_examples, head_name, no_grad, probe_groups
 from interp.analysis.findings import Rows, carried_onsets, lead, routing_head  # routing_head: re-exported
 from interp.analysis.registry import Analysis, N_GROUPS
 from interp.formatting import fmt
 from interp.runs import Run
 from interp.task import Task
 
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    from torch import Tensor, nn
+
 DEFAULT_GROUPS = 64
 COLUMNS = ("attn_to_z", "z_share", "z_var", "out_norm")
 
 
-@torch.no_grad()
+@no_grad
 def head_sensitivity(
     model: nn.Module,
     task: Task,
@@ -43,6 +49,8 @@ def head_sensitivity(
     device: str = "cpu",
 ) -> dict[str, Float[Tensor, "layer head"]]:
     """Every COLUMNS entry as a [layer, head] table for one model."""
+    import torch
+
     layout = task.layout
     dec, k = layout.decision_pos, task.k
     z_pos = list(layout.z_pos)
@@ -106,6 +114,8 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
     variance explained by z, 0..1), z_var (within-group variance, squared norm in residual
     units), out_norm (mean norm of the head output), n_groups.
     """
+    import torch
+
     task = run.task
     groups = probe_groups(task, n_groups, run.spec.seed)
     if model is None:

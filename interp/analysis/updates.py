@@ -69,7 +69,7 @@ def next_lr(run: Run, step: int) -> float:
     tspec = run.spec.train
     if run.fork is None:
         return tspec.lr_at(step + 1)
-    schedule = dataclasses.replace(tspec, steps=run.fork["parent_steps"])
+    schedule = dataclasses.replace(tspec, steps=run.fork["parent_steps"], lr=run.fork["parent_lr"])  # scaled once
     return schedule.lr_at(step + 1) * tspec.lr / run.fork["parent_lr"]
 
 
@@ -198,16 +198,16 @@ def state_of(run: Run, step: int, device: str = "cpu") -> tuple[UpdateState, str
     reason, when the state cannot be had (a GPU-trained run without kept states, a fork...)."""
     from interp.checkpoints import load_params
     from interp.replay import state_at
-    from interp.model import build_model, require_hooked, to_device
+    from interp.model import build_model, tl_module, to_device
     from interp.steps import build_optimizer
     from interp.task import VOCAB_SIZE
 
     state, how = state_at(run, step)
     task, tspec = run.task, run.spec.train
     model = build_model(run.spec.model, task.layout.length, VOCAB_SIZE)
-    require_hooked(model, "the update analysis (AdamW's moments, kept in HookedTransformer's parameter order)")
     load_params(model, state.params)
-    model = to_device(model, device).train()
+    # TL 4: the bridge's parameters in checkpoint order and shapes, where a saved state's moments are
+    model = tl_module(to_device(model, device)).train()
     optimizer = build_optimizer(model, tspec)
     optimizer.load_state_dict(state.optimizer)  # moments move to the parameters' device
     st = UpdateState(model, optimizer, next_lr(run, state.step), task.tokens.to(device), task.layout.loss_pos,

@@ -10,12 +10,13 @@ Both measurements reuse the fast paths of `ablation` and `patching`, for one hea
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import pandas as pd
-import torch
-from torch import nn
 
 from interp.analysis import ablation, patching
-from interp.analysis.common import across_of
+from interp.analysis.common import across_of, no_grad
 from interp.analysis.findings import Rows, lead, used_onsets
 from interp.analysis.registry import Analysis, N_EXAMPLES, N_PAIRS, Need
 from interp.errors import InterpError
@@ -23,10 +24,15 @@ from interp.formatting import fmt
 from interp.names import parse_head
 from interp.runs import Run
 
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    from torch import nn
+
 DEFAULTS = {"head": "routing", "n_examples": 128, "n_pairs": 64}
 
 
-@torch.no_grad()
+@no_grad
 def at_step(
     run: Run,
     step: int,

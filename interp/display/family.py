@@ -59,12 +59,14 @@ def family_html(family, max_rows: int = 10) -> str:
     rows = [("folder", str(family.path)), ("parent", d["parent"] + (": missing" if gone else "")),
             ("fork steps", ", ".join(map(str, d["steps"]))),
             ("arms", arms), ("seeds", ", ".join(map(str, d["seeds"]))), ("horizon", f"{d['horizon']} steps"),
+            ("escape criterion", family.escape.words),
             ("forks", f"{len(table)}: {counts_text(list(table['status']))}"), *damaged_rows(table, "fork")]
     if gone:
         rows.append(("problem", f"the parent {d['parent']} cannot be opened ({gone}): the forks are read from their "
                                 f"own folders; forks cannot be made or trained until it is back"))
-    cols = [c for c in ("run", "fork_step", "arm", "fork_seed", "status", "escape_half", "censored_escape_half",
-                        "escape_snap", "gamma", "error") if c in table.columns]
+    held = () if family.escape.is_default else ("escape", "censored_escape")  # the criterion's, when not tau_half
+    cols = [c for c in ("run", "fork_step", "arm", "fork_seed", "status", *held, "escape_half", "censored_escape_half",
+                        "escape_snap", "gamma", "gamma_median", "error") if c in table.columns]
     body = frame_table(table[cols], max_rows)
     return card(f"Fork family {family.name}", rows, body,
                 notes=["escape_half: steps after the fork to tau_half; censored: not reached within the horizon "

@@ -9,7 +9,9 @@ shadow update s_t: the step the clean full-batch arm would take from the same pa
 its own moments (started from the arm's at the fork and fed the clean gradient g at every step
 of the window, so the noise a moment has accumulated shows in the realised update). Every
 `gamma_every`-th step of the window, sum ||u_t - s_t||^2 and sum ||s_t||^2 (u_t the arm's actual
-update) are added up for the next metrics row; Gamma is their ratio. The cost: one full-gradient
+update) are added up for the next metrics row; Gamma is their ratio. Each sample's own ratio is kept
+too (`gamma_steps`, `gamma_ratios`: lists in the row), for the median over a range of steps
+(`interp.forks.escape.gamma_median`). The cost: one full-gradient
 pass (about D / batch_size minibatch steps) at every step of the window for the minibatch arms;
 the full-gradient arms compute g anyway.
 
@@ -74,6 +76,7 @@ class ArmStep:
         self.fork_step, self.gamma_every, self.gamma_window, self.device = fork_step, gamma_every, gamma_window, device
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self.sums = [0.0, 0.0, 0]
+        self.per_step: list[tuple[int, float | None]] = []  # (step, ||u - s||^2 / ||s||^2) since the last row
         self.log = getattr(minibatch_step, "log", None)  # shared with the minibatch step: one dissipation
 
     def _batch(self):
@@ -136,9 +139,11 @@ class ArmStep:
             with torch.no_grad():
                 u = [p.detach() - b for p, b in zip(self.params, before)]
                 s = [x - b for x, b in zip(shadow, before)]
-                self.sums[0] += float(_sq_norm([a - b for a, b in zip(u, s)]))
-                self.sums[1] += float(_sq_norm(s))
+                num, den = float(_sq_norm([a - b for a, b in zip(u, s)])), float(_sq_norm(s))
+                self.sums[0] += num
+                self.sums[1] += den
                 self.sums[2] += 1
+                self.per_step.append((step, num / den if den > 0 else None))
         return loss
 
     def logged(self) -> dict:
@@ -146,7 +151,9 @@ class ArmStep:
         if self.gamma_every <= 0:
             return out
         out.update({"gamma_num": self.sums[0], "gamma_den": self.sums[1], "gamma_samples": self.sums[2]})
-        self.sums = [0.0, 0.0, 0]
+        if self.per_step:  # each sample's own ratio, for the median over a range of steps
+            out.update({"gamma_steps": [s for s, _ in self.per_step], "gamma_ratios": [r for _, r in self.per_step]})
+        self.sums, self.per_step = [0.0, 0.0, 0], []
         return out
 
 
@@ -172,8 +179,9 @@ def fork_stepper(run, forward, model, optimizer, tokens, device: str, resume) ->
                           f"again with interp fork")
     step, generators = build_stepper(run, forward, model, optimizer, tokens, device)
     tspec = run.spec.train
-    return Stepping(step, generators, dataclasses.replace(tspec, steps=run.fork["parent_steps"]),
-                    tspec.lr / run.fork["parent_lr"], origin=run.fork["parent_step"])
+    # the parent's schedule (its lr, its length), scaled by the fork's lr: the scale is applied once
+    schedule = dataclasses.replace(tspec, steps=run.fork["parent_steps"], lr=run.fork["parent_lr"])
+    return Stepping(step, generators, schedule, tspec.lr / run.fork["parent_lr"], origin=run.fork["parent_step"])
 
 
 def stepper_for(run):

@@ -10,6 +10,7 @@ chunks), xi = (g_B1 - g_B2) / sqrt(2) the measured noise of two independent mini
     measured_noise   g + c xi in both moments (c: noise scale, default 1)
     isotropic_noise  g plus isotropic Gaussian noise of norm c ||xi|| in both moments
     v_only_noise     first moment g, second moment (g + s xi)^2: noise only in the preconditioner
+                     (xi=isotropic: isotropic Gaussian noise of the norm ||xi||, the author's)
     reset_optimizer  both moments zeroed and the step counter reset, then minibatch
     lr, batch_size, weight_decay   minibatch with that setting changed to `value`
     kick             minibatch after displacing the parameters by eps along the Hessian bottom
@@ -38,6 +39,7 @@ from typing import ClassVar
 from interp.errors import InterpError
 
 DIRECTIONS = ("vmin", "-vmin", "random")
+XI = ("measured", "isotropic")  # v_only_noise's noise: the measured xi, or isotropic of its norm (the author's)
 FLOAT32_MAX = 3.4028234663852886e38  # torch.finfo(torch.float32).max, without importing torch
 
 
@@ -49,6 +51,7 @@ class Param:
     low_open: bool = False
     choices: tuple = ()
     doc: str = ""
+    added: bool = False  # added after forks were recorded: left out of `params` at its default (shown in labels)
 
 
 @dataclass
@@ -90,8 +93,14 @@ class Arm:
         return dict(self.params)
 
     @property
+    def shown(self) -> tuple[tuple[str, object], ...]:
+        """Every parameter, an `added` one left at its default included: what tables and labels show."""
+        given = dict(self.params)
+        return tuple((k, given.get(k, p.default)) for k, p in self.PARAMS.items() if k in given or p.added)
+
+    @property
     def params_text(self) -> str:
-        return ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.params)
+        return ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.shown)
 
     @property
     def label(self) -> str:
@@ -206,13 +215,17 @@ class IsotropicNoise(NoisyGradient):
 @register
 class VOnlyNoise(Arm):
     name = "v_only_noise"
-    doc = ("first moment g, second moment (g + s (g_B1 - g_B2) / sqrt(2))^2: noise reaches the update only "
-           "through the preconditioner")
-    PARAMS = {"s": Param(float, 1.0, doc="noise scale")}
+    doc = ("first moment g, second moment (g + s xi)^2: noise reaches the update only through the preconditioner; "
+           "xi=measured (default): xi = (g_B1 - g_B2) / sqrt(2); xi=isotropic (the author's): isotropic Gaussian "
+           "noise of that norm")
+    PARAMS = {"s": Param(float, 1.0, doc="noise scale"),
+              "xi": Param(str, "measured", low=None, choices=XI, doc="measured or isotropic", added=True)}
 
     def gradients(self, step) -> tuple:
         loss, g = step.full_gradient()
         xi = step.measured_noise()
+        if self.kwargs.get("xi", "measured") == "isotropic":
+            xi = step.isotropic(step.sq_norm(xi).sqrt())
         return loss, g, g, [a + self.kwargs["s"] * b for a, b in zip(g, xi)]
 
 
@@ -304,7 +317,9 @@ def make_arm(name: str, **params) -> Arm:
         value = params.get(key, p.default)
         if value is None:
             raise InterpError(f"arm {name} needs {key}= ({p.doc}), e.g. {name}:{key}=...")
-        out.append((key, _value(name, key, p, value)))
+        value = _value(name, key, p, value)
+        if not (p.added and value == p.default):  # recorded as before the parameter existed
+            out.append((key, value))
     return cls(tuple(out))
 
 

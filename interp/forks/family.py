@@ -13,8 +13,10 @@ idempotent and resumable; a finished family trains nothing). The same command st
 once makes each fork once (the second waits on the `.lock`) and trains each in one process (a fork
 the other holds is skipped and named, as sweeps do). The table is the sweep table's
 columns plus fork_step, arm, arm_params, fork_seed, horizon, escape_half and escape_snap (steps
-after the fork to tau_half and to the snap), their censored_* flags (never reached within the
-horizon: a lower bound, never a value) and gamma, the realised update power over the window;
+after the fork to tau_half and to the snap), escape under the family's escape criterion
+(`interp.forks.escape`, named in escape_criterion; forks.json's "escape", absent = tau_half), their
+censored_* flags (never reached within the horizon: a lower bound, never a value), gamma, the realised
+update power over the window (ratio of sums), and gamma_median, the median per-step ratio over gamma_range;
 steps_run counts the steps evaluated after the fork (last_step is the absolute last step).
 A family whose parent was moved or deleted is still read (status, table, card, report,
 mechanisms) from its forks' own folders, the parent named as missing (`parent_problem`).
@@ -35,8 +37,8 @@ from interp.errors import InterpError
 from interp.files import atomic_write_json
 from interp.forks.arms import Arm
 from interp.forks.design import FAMILY_FILE, FORMAT, design_arms, design_points, read_design
-from interp.forks.fork import (DEFAULT_GAMMA_WINDOW, STORAGE, check_out, create_fork, fork_block, fork_spec,
-                               resolve_at)
+from interp.forks.fork import (DEFAULT_GAMMA_WINDOW, STORAGE, check_out, check_state, create_fork, fork_block,
+                               fork_spec, resolve_at)
 from interp.runs import RESUME_FILE, Run, RunLock
 
 __all__ = ["ForkFamily", "escapes", "FAMILY_FILE", "FORMAT"]
@@ -49,30 +51,77 @@ class ForkFamily(Collection):
 
     def __init__(self, path: Path, design: dict):
         self.path = Path(path)
+        from interp.forks.escape import criterion_of
+
         self.design = design
         self.arms: list[Arm] = design_arms(design)
+        self.escape = criterion_of(design)  # the family's escape criterion (absent: the default)
+
+    @property
+    def gamma_range(self) -> tuple[int, int]:
+        """(A, B): the per-step Gamma median is taken over steps A..B after the fork (B: the window)."""
+        return int(self.design.get("gamma_from", 0)), int(self.design["gamma_window"])
+
+    def judging(self, escape=None, gamma_window=None) -> tuple:
+        """(criterion, gamma range) the table is judged under: the family's, or those given (re-judged
+        from the forks' logs, nothing trained); refused when the hold is longer than the horizon or the
+        range lies outside the window the forks measured."""
+        from interp.forks.escape import parse_escape, parse_gamma_window
+
+        criterion = self.escape if escape is None else parse_escape(escape)
+        criterion.check_horizon(int(self.design["horizon"]))
+        window = self.gamma_range
+        given = window if gamma_window is None else (
+            gamma_window if isinstance(gamma_window, tuple) else parse_gamma_window(gamma_window))
+        if given != window:  # another range than the family's own
+            window = given
+            if not self.design.get("gamma_every"):
+                raise InterpError(f"--gamma-window {window[0]}:{window[1]}: {self.path} was made without "
+                                  f"--gamma-every, so its forks logged no Gamma")
+            if window[1] > int(self.design["gamma_window"]):
+                raise InterpError(f"--gamma-window {window[0]}:{window[1]} lies outside the window its forks measured "
+                                  f"(steps 1..{self.design['gamma_window']} after the fork); give a range within it")
+        return criterion, window
 
     # ------------------------------------------------------------------ make / open
     @classmethod
     def create(cls, parent, at, arms: list[Arm], seeds, horizon: int, out, *, gamma_every: int = 0,
-               gamma_window: int = DEFAULT_GAMMA_WINDOW, settings: dict | None = None,
-               device: str | None = None) -> ForkFamily:
+               gamma_window: int | str | tuple = DEFAULT_GAMMA_WINDOW, settings: dict | None = None,
+               device: str | None = None, escape=None) -> ForkFamily:
         """Write (or re-open, when identical) the family folder `out`; validates every point first (and,
-        given the `device` the forks will train on, that each fits there: `interp.devices.check_fits`)."""
+        given the `device` the forks will train on, that each fits there: `interp.devices.check_fits`).
+        `escape`: the escape criterion (`interp.forks.escape`; None: the default); `gamma_window` the
+        window's length B, or "A:B" (the per-step median over steps A..B, within the horizon)."""
+        from interp.forks.escape import check_gamma_window, parse_escape, parse_gamma_window
+
         parent = parent if isinstance(parent, Run) else Run.open(parent)
         out = Path(out)
         check_out(parent, out)
+        criterion = parse_escape(escape)
+        if isinstance(horizon, int) and not isinstance(horizon, bool):
+            criterion.check_horizon(horizon)
+        gamma_from = 0
+        if isinstance(gamma_window, (str, tuple)):  # a range given: checked against the horizon
+            gamma_from, gamma_window = gamma_window if isinstance(gamma_window, tuple) else parse_gamma_window(
+                gamma_window)
+            check_gamma_window((gamma_from, gamma_window), horizon)
         at = [a for a in (at if isinstance(at, (list, tuple)) else [at]) if str(a).strip()]
         if not at:
             raise InterpError("--at gives no fork step; give saved steps, tau/N, F*tau, pre, mid, post, first or "
                               "last, comma-separated")
         steps = sorted(dict.fromkeys(resolve_at(parent, a) for a in at))
+        for step in steps:  # a fork of a fork starts only from a state it kept: refused before forks.json is written
+            check_state(parent, step)
         seeds = list(dict.fromkeys(seeds))
         if not seeds or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
             raise InterpError(f"fork seeds must be integers >= 0, got {seeds}")
         design = {"format": FORMAT, "parent": os.path.abspath(parent.path), "steps": steps,
                   "arms": [{"arm": a.name, "params": a.kwargs} for a in arms], "seeds": seeds, "horizon": horizon,
                   "gamma_every": gamma_every, "gamma_window": gamma_window, "settings": dict(settings or {})}
+        if gamma_from:  # absent: the whole window, as in families made before the range
+            design["gamma_from"] = gamma_from
+        if not criterion.is_default:  # absent: the default criterion, as in families made before the option
+            design["escape"] = criterion.text
         family = cls(out, design)
         family._check(parent, device)  # every point checked before anything is written
         file = out / FAMILY_FILE
@@ -248,13 +297,17 @@ class ForkFamily(Collection):
                             stepper=fork_stepper)
 
     # ------------------------------------------------------------------ the table
-    def table(self, circuits: bool = False):
+    def table(self, circuits: bool = False, escape=None, gamma_window=None):
         """One row per fork: the sweep table's columns (`interp.collections.rows`) and the fork's
-        (module docstring). Escapes count evaluated steps after the fork step. With `circuits`,
+        (module docstring). Escapes count evaluated steps after the fork step; `escape` and `censored_escape`
+        under the family's criterion, or `escape` (a criterion's text) given; `gamma_median` over its
+        range, or `gamma_window` ("A:B") given (`judging`). With `circuits`,
         also each fork's circuit columns, read from its analysis cache (`interp.sweeps.circuits`,
         filled by `interp analyze FAMILY`); this loads torch, the plain table does not."""
         from interp.collections.rows import identity, measures, table_of
 
+        criterion, window = self.judging(escape, gamma_window)
+        judged = {"escape_criterion": criterion.text, "gamma_range": f"{window[0]}:{window[1]}"}
         if circuits:
             from interp.sweeps.circuits import circuit_row
 
@@ -268,11 +321,13 @@ class ForkFamily(Collection):
             try:
                 row.update(measures(st.run if st.state != "damaged" else None, spec, st.state))
                 row["last_step"] = row.pop("steps_run")  # absolute; steps_run counts steps after the fork
-                row.update(escapes(st.run if st.state != "damaged" else None, point["step"], st.state))
+                row.update(escapes(st.run if st.state != "damaged" else None, point["step"], st.state, criterion,
+                                   window))
             except InterpError as exc:
                 row.update(measures(None, spec, "damaged"), **escapes(None, point["step"], "damaged"),
                            status="damaged", error=str(exc))
                 row["last_step"] = None
+            row.update(judged)
             if circuits:
                 row.update(circuit_row(st.run, row["status"], bool(row["censored_tau_half"])))
             rows.append(row)
@@ -341,20 +396,27 @@ def _differences(stored: dict, asked: dict) -> str:
     return "; ".join(parts)
 
 
-def escapes(run, fork_step: int, state: str) -> dict:
-    """escape_half / escape_snap (steps after the fork), censored flags, steps run after the fork,
-    and gamma (sum ||u - s||^2 / sum ||s||^2 over the logged samples) of one fork."""
+def escapes(run, fork_step: int, state: str, escape=None, gamma_window: tuple[int, int] | None = None) -> dict:
+    """escape_half / escape_snap (steps after the fork), the escape under `escape` (a criterion or its
+    text, `interp.forks.escape`; None: the default, tau_half), censored flags, steps run after the fork,
+    gamma (sum ||u - s||^2 / sum ||s||^2 over the logged samples) and gamma_median (the median of the
+    per-step ratios at steps A..B after the fork, `gamma_window` (A, B); None: the fork's whole window)."""
+    from interp.forks.escape import gamma_median, parse_escape
     from interp.transition import facts
 
+    criterion = parse_escape(escape)
     out = {"escape_half": math.nan, "escape_snap": math.nan, "censored_escape_half": False,
-           "censored_escape_snap": False, "steps_run": None, "gamma": math.nan, "gamma_samples": 0}
+           "censored_escape_snap": False, "escape": math.nan, "censored_escape": False, "steps_run": None,
+           "gamma": math.nan, "gamma_samples": 0, "gamma_median": math.nan}
     if run is None:
         return out
-    series = run.metric_series("gamma_num", "gamma_den", "gamma_samples")
+    series = run.metric_series("gamma_num", "gamma_den", "gamma_samples", "gamma_steps", "gamma_ratios",
+                               criterion.metric)
     half, snap, last = facts(run).reached_from(fork_step)
+    held = criterion.judge(series["step"], series[criterion.metric], fork_step, run.log_k)
     done = state == "done"
     out["steps_run"] = (last - fork_step) if last is not None else 0
-    for key, value in (("escape_half", half), ("escape_snap", snap)):
+    for key, value in (("escape_half", half), ("escape_snap", snap), ("escape", held)):
         out[key] = math.nan if value is None else float(value - fork_step)
         out[f"censored_{key}"] = bool(done and value is None)
     num = sum(v for v in series["gamma_num"] if v == v)
@@ -362,4 +424,9 @@ def escapes(run, fork_step: int, state: str) -> dict:
     n = int(sum(v for v in series["gamma_samples"] if v == v))
     out["gamma_samples"] = n
     out["gamma"] = num / den if n and den > 0 else math.nan
+    steps = [s for v in series["gamma_steps"] if isinstance(v, list) for s in v]
+    ratios = [r for v in series["gamma_ratios"] if isinstance(v, list) for r in v]
+    if gamma_window is None:
+        gamma_window = (0, int((run.fork or {}).get("gamma_window") or 0))
+    out["gamma_median"] = gamma_median(steps, ratios, fork_step, gamma_window) if len(steps) == len(ratios) else math.nan
     return out

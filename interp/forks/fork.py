@@ -19,8 +19,6 @@ import os
 import re
 from pathlib import Path
 
-import torch
-
 from interp.errors import InterpError
 from interp.forks.arms import Arm, ForkStart, fork_seed, make_arm
 
@@ -30,13 +28,19 @@ STORAGE = ("eval_every", "checkpoint_every", "checkpoint_dtype", "save_optimizer
 DEFAULT_GAMMA_WINDOW = 200
 
 
-def resolve_at(run, at) -> int:
+def resolve_at(run, at, relapse=None) -> int:
     """A saved step from an int, "tau/2" (any tau/N or F*tau), "pre"/"mid"/"post", "first"/"last":
-    relative ones are snapped to the nearest saved step, as the analyses do."""
+    relative ones are snapped to the nearest saved step, as the analyses do; "relapse": the state
+    nearest at or after the run's relapse under `relapse` (a criterion; None: the default),
+    `interp.forks.relapse.relapse_at`."""
     from interp.analysis.common import select_steps, snap_to_saved
     from interp.transition import tau
 
     text = str(at).strip().replace(" ", "")
+    if text == "relapse":
+        from interp.forks.relapse import relapse_at
+
+        return relapse_at(run, relapse)
     match = re.fullmatch(r"tau/(\d+(?:\.\d+)?)|(\d*\.?\d+)\*?tau|tau", text)
     if match:
         t = tau(run)
@@ -54,7 +58,7 @@ def resolve_at(run, at) -> int:
             raise InterpError(f"--at {at} = step {target:g} lies beyond {run.path} (last saved step {run.steps[-1]})")
         return snap_to_saved(run, target)
     if isinstance(at, str) and not re.fullmatch(r"-?\d+|pre|mid|post|first|last", text):
-        raise InterpError(f"--at {at!r}: give a saved step, tau/N, F*tau, pre, mid, post, first or last")
+        raise InterpError(f"--at {at!r}: give a saved step, tau/N, F*tau, pre, mid, post, first, last or relapse")
     if re.fullmatch(r"-?\d+", text) and int(text) < 0:
         raise InterpError(f"--at {at}: a step cannot be negative")
     ((step, _),) = select_steps(run, [text if not text.lstrip("-").isdigit() else int(text)])
@@ -66,6 +70,18 @@ def check_out(parent, out: Path) -> None:
     out_abs, parent_abs = Path(os.path.abspath(out)), Path(os.path.abspath(parent.path))
     if out_abs == parent_abs or parent_abs in out_abs.parents:
         raise InterpError(f"--out {out} lies inside the parent run {parent.path}; write forks elsewhere")
+
+
+def check_state(parent, step: int) -> None:
+    """Refuse a step of a fork whose state it did not keep (nor hold as its resume state), before anything is
+    written: a fork's states cannot be replayed (`interp.replay.check_replayable` names the remedy)."""
+    from interp.replay import check_replayable
+    from interp.run_states import kept_steps
+
+    if parent.fork is not None and step not in kept_steps(parent):
+        resume = parent.load_resume()
+        if resume is None or resume.step != step:
+            check_replayable(parent, 0, step)
 
 
 def fork_spec(parent, step: int, arm: Arm, horizon: int, settings: dict | None = None):
@@ -99,8 +115,10 @@ def fork_block(parent, step: int, arm: Arm, seed: int, horizon: int, gamma_every
     check_int("--gamma-every", gamma_every, minimum=0)
     check_int("--gamma-window", gamma_window, minimum=1)
     entry = parent.manifest()[step]
+    # the length of the schedule the parent follows: a fork of a fork follows the first parent's (a cosine's span)
+    schedule_steps = parent.fork["parent_steps"] if parent.fork else parent.spec.train.steps
     return {"parent": os.path.abspath(parent.path), "parent_step": step, "parent_checkpoint_sha256": entry["sha256"],
-            "parent_spec_sha256": parent.spec_sha256, "parent_steps": parent.spec.train.steps,
+            "parent_spec_sha256": parent.spec_sha256, "parent_steps": schedule_steps,
             "parent_lr": parent.spec.train.lr, "arm": arm.name, "params": arm.kwargs, "seed": seed,
             "horizon": horizon, "gamma_every": gamma_every, "gamma_window": gamma_window, "state": source}
 
@@ -110,10 +128,12 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
                 source: str = "", progress: bool = False):
     """Make the fork folder at `out` (nothing is trained): checks everything first, then writes the
     run with its state at the fork step. `state` is the parent's state there (else kept or replayed)."""
+    import torch
+
     from interp.checkpoints import load_params
     from interp.replay import state_at
     from interp.metrics import evaluate_examples, summarize
-    from interp.model import build_model
+    from interp.model import build_model, native_optimizer_state
     from interp.runs import Run, check_new_folder
     from interp.spec import VOCAB_SIZE
     from interp.steps import build_optimizer
@@ -136,7 +156,7 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
     load_params(model, params)
     optimizer = build_optimizer(model, spec.train)
     opt_state = state.optimizer
-    optimizer.load_state_dict(opt_state)
+    optimizer.load_state_dict(native_optimizer_state(model, opt_state))  # saved in checkpoint layout (TL 3 or 4)
     for group in optimizer.param_groups:  # loading restored the parent's; the fork's own apply
         group["weight_decay"] = spec.train.weight_decay
     arm.prepare_optimizer(optimizer)  # a reset

@@ -5,6 +5,12 @@ finish on 2 CPU cores with 2 workers within 20 minutes, parent included: fork at
 minibatch, full_batch, measured_noise, isotropic_noise, v_only_noise and reset_optimizer;
 3 fork seeds; the realised update power sampled over the first steps. The full-gradient arms
 cost about D / batch_size minibatch steps a step, hence the small D.
+
+`forks-relapse-tiny` is the author's own protocol (SPEC 9.2) on the same parent: the parent
+trained to solved, an lr fork of its last checkpoint at 5x its lr keeping its states, the
+relapse found in that fork's log, and the family at the state kept there (`RelapseStage`,
+`interp.forks.staged.build`); the author's arms (v-only with both xi), escape criterion
+(first-token loss < 3.0 held 500 steps) and Gamma range (100:500). docs/forks.md, "Relapse".
 """
 
 from __future__ import annotations
@@ -17,6 +23,19 @@ from interp.spec import RunSpec
 
 
 @dataclass(frozen=True)
+class RelapseStage:
+    """parent -> `lr` fork of its last checkpoint (kept states) -> its relapse, where the family forks
+    (`interp.forks.staged.build`; docs/forks.md, "Relapse")."""
+
+    lr: float  # the lr fork's learning rate
+    steps: int  # its horizon
+    criterion: str  # the relapse criterion (interp.forks.relapse.parse_relapse)
+    settings: tuple[tuple[str, object], ...] = (("save_optimizer", True), ("checkpoint_every", 50),
+                                                ("eval_every", 25), ("densify", False), ("early_checkpoints", False),
+                                                ("stop_after_snap", None))
+
+
+@dataclass(frozen=True)
 class ForkDesign:
     parent: RunSpec
     at: str
@@ -24,9 +43,11 @@ class ForkDesign:
     seeds: tuple[int, ...]
     horizon: int
     gamma_every: int
-    gamma_window: int
+    gamma_window: int | str  # B, or "A:B" (the per-step Gamma median over steps A..B after the fork)
     settings: tuple[tuple[str, object], ...] = ()  # how the forks are recorded (interp.forks.fork.STORAGE)
     workers: int = 2
+    escape: str | None = None  # the escape criterion (interp.forks.escape; None: tau_half)
+    relapse: RelapseStage | None = None  # fork a relapsed state of the parent, not the parent (`at` is then "relapse")
 
 
 FORK_PRESETS: dict[str, ForkDesign] = {
@@ -43,6 +64,23 @@ FORK_PRESETS: dict[str, ForkDesign] = {
         settings=(("eval_every", 5),),  # escapes timed to 5 steps
     ),
 }
+
+
+FORK_PRESETS["forks-relapse-tiny"] = ForkDesign(  # the author's fork experiment (SPEC 9.2) on forks-tiny's parent
+    parent=FORK_PRESETS["forks-tiny"].parent,
+    at="relapse",
+    arms="full_batch,minibatch,measured_noise,isotropic_noise,v_only_noise,v_only_noise:xi=isotropic",
+    seeds=(0, 1),
+    horizon=1500,  # the clean arm escapes ~75 steps after the fork (calibrated): up to ~13x it is timed
+    gamma_every=10,
+    gamma_window="100:500",  # the author's per-step median range; the ratio of sums is over the first 500 steps
+    # a fork stops 600 steps after it snaps: past its escape (loss_first < 3 comes at or before the snap) + the hold
+    settings=(("eval_every", 25), ("checkpoint_every", 500), ("save_optimizer", False), ("stop_after_snap", 600)),
+    escape="loss_first<3.0,hold=500",  # the author's: full-vocabulary first-token CE below 3.0, held 500 steps
+    # 5x the parent's lr: Lc back to 1.2-1.5 log K 25 steps after the fork, held ~150 steps (at 10x the state
+    # never re-solves, at 3x it is below 0.9 log K again 75 steps after the fork); the family forks the kept state
+    relapse=RelapseStage(lr=0.015, steps=200, criterion="loss_cand>0.9logK,hold=100"),
+)
 
 
 def fork_preset(name: str) -> ForkDesign:

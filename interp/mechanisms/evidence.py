@@ -34,6 +34,8 @@ LEVEL = 0.95
 HALF_TAU_SLACK = 0.15  # the checkpoint read as tau/2 must lie within this many tau of it
 GRADIENT_STEPS = 5  # plateau checkpoints the gradients analysis is computed at, when it is not cached
 PER_RUN = ("cancellation_snr", "coverage", "spinodal", "random_walk", "entropic_curvature")
+# measures read beside the rows for the reconciliation table (interp.mechanisms.reconcile): key, gradients column
+RECONCILED = (("noise_signal", "noise_to_signal"), ("coherence", "n_coherence"))
 
 
 @dataclass
@@ -224,6 +226,11 @@ def run_evidence(run, compute: bool = True, progress: bool = False) -> RunEviden
         m = _median_measure(on, "selector SNR x sqrt(n groups)", seed)
         if m is not None:
             ev.measures["cancellation_snr"], ev.values["cancellation_snr"] = m, m.value
+        for key, column in RECONCILED:  # read here once, for the reconciliation table (no row of this one)
+            if column in grads:
+                m = _median_measure(grads[grads["step"].isin(plateau)][column].to_numpy(float), column, seed)
+                if m is not None:
+                    ev.measures[key], ev.values[key] = m, m.value
 
     # entropic stabilisation: noise variance along v_max over v_min on the plateau
     if curvature is not None and not curvature.empty and {"noise_var_vmax", "noise_var_vmin"} <= set(curvature):
@@ -241,6 +248,9 @@ def run_evidence(run, compute: bool = True, progress: bool = False) -> RunEviden
         m = _median_measure(ratio, "λ_min / λ_max, converged Lanczos", seed)
         if m is not None:
             ev.measures["spinodal"], ev.values["spinodal"] = m, m.value
+        m = _median_measure(rows["anisotropy"].to_numpy(float), "λ_max / |λ_min|, converged Lanczos", seed)
+        if m is not None:  # for the reconciliation table
+            ev.measures["anisotropy"], ev.values["anisotropy"] = m, m.value
     return ev
 
 
@@ -336,7 +346,8 @@ def anisotropy_of(run, t: int | None) -> float:
 
 
 def forks_measure(table: pd.DataFrame, arm: str = "full_batch", reference: str = "minibatch") -> tuple[Measure | None, str]:
-    """The ratio of median escapes, full batch over minibatch, at the earliest fork step that has both."""
+    """The ratio of median escapes, full batch over minibatch, at the earliest fork step that has both, under the
+    family's escape criterion (named in the detail, with the v-only arms' noise, measured or isotropic)."""
     from interp.sweeps.forks import forks
 
     try:
@@ -352,5 +363,10 @@ def forks_measure(table: pd.DataFrame, arm: str = "full_batch", reference: str =
     lo, hi = float(first["ratio_low"]), float(first["ratio_high"])
     detail = (f"at fork step {int(first['fork_step'])}: median escape ratio {bound + ' ' if bound else ''}"
               f"{float(first['ratio']):.3g} over {int(first['n'])} seeds; " + cmp.summary().splitlines()[0])
+    v_only = cmp.rows[(cmp.rows["arm"] == "v_only_noise") & (cmp.rows["fork_step"] == first["fork_step"])]
+    if len(v_only):  # which noise reached the second moment: the label says xi=measured or xi=isotropic
+        detail += "; noise in the second moment only (v_only_noise), ratio to " + reference + ": " + ", ".join(
+            f"{r.label} {(str(r.ratio_bound).strip() + ' ') if str(r.ratio_bound).strip() not in ('', 'undefined') else ''}"
+            f"{r.ratio:.3g}" if math.isfinite(r.ratio) else f"{r.label} undefined" for r in v_only.itertuples())
     # censored medians are already in the interval: an unbounded end is inf, never a guess
     return Measure(float(first["ratio"]), lo, hi, int(first["n"]), detail), ""

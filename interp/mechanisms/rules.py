@@ -231,7 +231,8 @@ ROWS: tuple[Row, ...] = (
         "computes it)",
         "author: 0.04-0.22 on the plateau, 0.4-0.9 at the transition"),
     Row("entropic_forks", "entropic stabilisation (forks)",
-        "median escape (tau_half after the fork) of full_batch over minibatch forks",
+        "median escape (steps after the fork to the family's escape criterion, by default tau_half) of full_batch "
+        "over minibatch forks",
         f"well below 1 (consistent: interval below {FORK_RATIO_MAX:g}; >= {FORK_RATIO_NONE:g} contradicts)",
         entropic_forks, "needs forks (interp fork {run} --arm full_batch,minibatch ...)",
         "needs a fork family with full_batch and minibatch arms",

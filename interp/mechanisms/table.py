@@ -31,6 +31,7 @@ class MechanismTable:
     notes: list[str] = field(default_factory=list)
     damaged: dict[str, str] = field(default_factory=dict)  # run or fork -> why: named, left out of every row
     warnings: list[str] = field(default_factory=list)  # for stderr: e.g. a damaged cache entry recomputed
+    evidence: list = field(default_factory=list, repr=False)  # the RunEvidence it rests on (reused: interp.mechanisms.reconcile)
 
     COLUMNS = ("key", "mechanism", "quantity", "prediction", "value", "low", "high", "n_runs", "verdict", "why",
                "paper", "detail")
@@ -123,7 +124,7 @@ def for_run(run, compute: bool = True, progress: bool = False) -> MechanismTable
 
     ev = run_evidence(run, compute=compute, progress=progress)
     table = build(str(run.path), "run", ev.measures, {}, ev.notes)
-    table.warnings = ev.warnings
+    table.warnings, table.evidence = ev.warnings, [ev]
     return table
 
 
@@ -156,7 +157,7 @@ def for_sweep(sweep, compute: bool = True, progress: bool = False) -> MechanismT
         measures[key], missing[key] = fn(table)
     measures["drowning"], missing["drowning"] = E.drowning_measure(done, aniso)
     out = build(str(sweep.path), "sweep", measures, missing, notes)
-    out.damaged = damaged
+    out.damaged, out.evidence = damaged, evidence
     out.warnings = [f"{Path(ev.run).name}: {w}" for ev in evidence for w in ev.warnings]
     return out
 
@@ -174,11 +175,13 @@ def for_family(family, compute: bool = True, progress: bool = False) -> Mechanis
     parent = family.design["parent"]
     measures: dict[str, Measure | None] = {}
     warnings: list[str] = []
+    evidence = []
     notes = [f"the parent run {parent} is missing ({gone}): its per-run rows are not measured; the forks' row "
              f"is judged from the forks' own folders"] if gone else []
     if not gone:
         ev = run_evidence(family.parent, compute=compute, progress=progress)
         measures.update(ev.measures)
+        evidence = [ev]
         notes += [f"the per-run rows are those of the parent run {parent}"] + ev.notes
         warnings = ev.warnings
     missing: dict[str, str] = {}
@@ -187,7 +190,7 @@ def for_family(family, compute: bool = True, progress: bool = False) -> Mechanis
     notes += [f"{name} is damaged, left out: {why}" for name, why in damaged.items()]
     measures["entropic_forks"], missing["entropic_forks"] = forks_measure(forks)
     table = build(str(family.path), "fork family", measures, missing, notes)
-    table.damaged, table.warnings = damaged, warnings
+    table.damaged, table.warnings, table.evidence = damaged, warnings, evidence
     for r in table.rows:  # the sweep-only rows of a family: say what would measure them
         if r["verdict"] == NOT_MEASURED and r["key"] not in missing:
             need = rule_of(r["key"]).needs_run

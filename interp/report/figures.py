@@ -91,7 +91,7 @@ def attention_evolution(c):
     patterns = c.need("attention")
     steps = sorted(int(s) for s in patterns["step"].unique())
     first = min(steps, key=lambda s: (abs(s - c.tau), s)) if c.tau else steps[0]  # open on the step nearest tau
-    return plots.attention_evolution(patterns, labels=segment_names(c.run.task), step=first)
+    return plots.attention_evolution(patterns, labels=segment_names(c.run.layout), step=first)
 
 
 @section("ablation", "ablation", "Head ablation before, at and after τ",

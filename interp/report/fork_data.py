@@ -50,8 +50,11 @@ def _series(run: Run) -> pd.DataFrame:
     return pd.DataFrame({"step": s["step"], "loss_cand": s["loss_cand"]}, dtype=float)
 
 
-def read_family(family: ForkFamily) -> FamilyData:
-    """The table, parent and curves of `family`; a missing parent is a problem stated, never an error."""
+def read_family(family: ForkFamily, escape=None, gamma_window=None) -> FamilyData:
+    """The table, parent and curves of `family`; a missing parent is a problem stated, never an error.
+    The escape is judged under the family's criterion, or `escape` given; the Gamma median over its
+    range, or `gamma_window` ("A:B") given (`ForkFamily.judging`: refused before anything is read)."""
+    family.judging(escape, gamma_window)  # bad ones refused before anything is read
     parent, problem, notes, table = None, "", [], None
     try:
         parent = family.parent
@@ -59,11 +62,11 @@ def read_family(family: ForkFamily) -> FamilyData:
         problem = str(exc)
     if parent is not None:
         try:
-            table = family.table()
+            table = family.table(escape=escape, gamma_window=gamma_window)
         except InterpError as exc:
             notes.append(f"the forks were read without their parent, which could not make the table: {exc}")
     if table is None:
-        table = _WithoutParent(family.path, family.design).table()
+        table = _WithoutParent(family.path, family.design).table(escape=escape, gamma_window=gamma_window)
     table["label"] = [arm_label(a, p) for a, p in zip(table["arm"], table["arm_params"])]
     labels = [a.label for a in family.arms]
     rows, log_k = [], math.nan

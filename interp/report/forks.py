@@ -24,7 +24,7 @@ from interp.errors import InterpError
 from interp.forks.family import ForkFamily
 from interp.report.fork_data import FamilyData, read_family
 from interp.report.page import Section, figure_html, page, report_top, section_html, write_html
-from interp.sweeps.forks import ESCAPES, ForkComparison, forks
+from interp.sweeps.forks import ESCAPES, FIXED, ForkComparison, forks
 
 REFERENCE = "minibatch"
 UNFINISHED = ("running", "interrupted", "not started")
@@ -61,14 +61,31 @@ def _html_table(table_id: str, head: list[str], rows: list[list[str]], klass: li
 
 
 # ---------------------------------------------------------------------------- the parts
+def _criterion(data: FamilyData):
+    """The escape criterion the table was judged under (`escape_criterion`; the family's when absent)."""
+    from interp.forks.escape import parse_escape
+
+    texts = set(data.table["escape_criterion"].dropna()) if "escape_criterion" in data.table else set()
+    return parse_escape(texts.pop()) if len(texts) == 1 else data.family.escape
+
+
 def _summary_rows(data: FamilyData) -> list[tuple[str, str]]:
     d, table = data.family.design, data.table
     counts = table["status"].value_counts().to_dict()
     done = table["status"] == "done"
-    censored = int((done & table["censored_escape_half"].astype(bool)).sum())
+    criterion = _criterion(data)
+    censored = int((done & table["censored_escape"].astype(bool)).sum()) if "censored_escape" in table else int(
+        (done & table["censored_escape_half"].astype(bool)).sum())
+    own = data.family.escape
+    judged = (f"{criterion.words} (escape: the first evaluation that starts a held stretch; a hold that runs past "
+              f"the horizon is censored)" + ("" if criterion == own else f"; re-judged from the logs (the family's: "
+                                                                          f"{own.words})"))
+    rng = table["gamma_range"].dropna().iloc[0] if "gamma_range" in table and table["gamma_range"].notna().any() \
+        else "{}:{}".format(*data.family.gamma_range)
     parent = d["parent"] if data.parent is not None else (
         f"{d['parent']}: missing ({data.parent_problem}); the forks are drawn without it")
-    gamma = (f"every {d['gamma_every']} steps within {d['gamma_window']} steps of the fork" if d.get("gamma_every")
+    gamma = (f"every {d['gamma_every']} steps within {d['gamma_window']} steps of the fork; the per-step median "
+             f"over steps {rng.replace(':', '..')} after the fork" if d.get("gamma_every")
              else "not measured (the family was made without --gamma-every)")
     return [
         ("family", f"{data.family.path}: {len(table)} forks"),
@@ -77,8 +94,10 @@ def _summary_rows(data: FamilyData) -> list[tuple[str, str]]:
         ("arms", ", ".join(data.labels) + " (continue and full_batch have no randomness: one fork per step)"),
         ("seeds", ", ".join(str(s) for s in d["seeds"])),
         ("horizon", f"{d['horizon']} steps after the fork"),
+        ("escape criterion", judged),
         ("Gamma sampling", gamma),
-        ("forks", f"{int(done.sum())} done ({censored} censored: never reached 0.5 log K within the horizon), "
+        ("forks", f"{int(done.sum())} done ({censored} censored: never escaped under the criterion within the "
+                  f"horizon), "
                   f"{counts.get('failed', 0)} failed, {counts.get('damaged', 0)} damaged, "
                   f"{sum(counts.get(s, 0) for s in UNFINISHED)} unfinished (running, interrupted or not started)"),
     ]
@@ -108,8 +127,13 @@ def _compare(table: pd.DataFrame, y: str) -> tuple[ForkComparison | None, str]:
             return None, str(exc)
 
 
-def _arms_table(y: str, comparison: ForkComparison | None, problem: str) -> str:
-    head = f"<h3>{html.escape(y)} (steps after the fork)</h3>"
+def _arms_table(y: str, comparison: ForkComparison | None, problem: str, criterion=None) -> str:
+    from interp.forks.escape import parse_escape
+
+    words = (comparison.criterion_words if comparison is not None and comparison.criterion
+             else criterion.words if y == "escape" and criterion is not None
+             else parse_escape(FIXED[y]).words if y in FIXED else "")
+    head = f"<h3>{html.escape(y)}{html.escape(f': {words}' if words else '')} (steps after the fork)</h3>"
     if comparison is None:
         return f"{head}\n<p class=\"missing\">No comparison: {html.escape(problem)}</p>"
     rows = []
@@ -118,16 +142,17 @@ def _arms_table(y: str, comparison: ForkComparison | None, problem: str) -> str:
         ratio, rci = comparison.ratio_cells(r, "1 (reference)", _ci)
         gamma = _gamma(r.gamma) + (f" ({r.gamma_n})" if r.gamma_n else "")
         rows.append([html.escape(str(v)) for v in (r.fork_step, r.label, median, _ci(r.ci_low, r.ci_high), ratio,
-                                                   rci, gamma, r.n, r.n_censored)])
+                                                   rci, gamma, _gamma(r.gamma_median), r.n, r.n_censored)])
     klass = ["censored" if c else "" for c in comparison.rows["median_censored"]]
     cols = ["fork step", "arm", "median", f"{comparison.level:.0%} CI", f"ratio to {comparison.reference}",
-            "ratio CI", "Gamma (forks)", "n", "n censored"]
+            "ratio CI", "Gamma (forks)", f"Gamma median {comparison.gamma_range}".strip(), "n", "n censored"]
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in comparison.notes)
     return (f"{head}\n" + _html_table(f"arms-{y}", cols, rows, klass)
             + (f"\n<ul class=\"meta\">{notes}</ul>" if notes else ""))
 
 
-def _forks_table(table: pd.DataFrame) -> str:
+def _forks_table(table: pd.DataFrame, criterion=None) -> str:
+    held = criterion is not None and not criterion.is_default  # the criterion's own column beside tau_half's
     rows, klass = [], []
     for r in table.to_dict("records"):
         status = html.escape(r["status"]) + (f"<br><small>{html.escape(r['error'])}</small>"
@@ -135,10 +160,16 @@ def _forks_table(table: pd.DataFrame) -> str:
         rows.append([html.escape(str(r["run"])), html.escape(str(r["fork_step"])), html.escape(r["arm"]),
                      html.escape(r["arm_params"] or "–"), html.escape(str(r["fork_seed"])), status,
                      html.escape(_num(r["steps_run"])), html.escape(_escape(r, "escape_half")),
-                     html.escape(_escape(r, "escape_snap")), html.escape(_gamma(r["gamma"]))])
+                     html.escape(_escape(r, "escape_snap")), html.escape(_gamma(r["gamma"])),
+                     html.escape(_gamma(r.get("gamma_median")))])
+        if held:
+            rows[-1].insert(9, html.escape(_escape(r, "escape")))
         klass.append(r["status"].replace(" ", "-") if r["status"] != "done"
-                     else "censored" if r["censored_escape_half"] else "")
-    cols = ["run", "fork step", "arm", "params", "seed", "status", "steps run", "escape_half", "escape_snap", "Gamma"]
+                     else "censored" if r["censored_escape" if held else "censored_escape_half"] else "")
+    cols = ["run", "fork step", "arm", "params", "seed", "status", "steps run", "escape_half", "escape_snap", "Gamma",
+            "Gamma median"]
+    if held:
+        cols.insert(9, f"escape ({criterion.words})")
     return _html_table("forks", cols, rows, klass)
 
 
@@ -161,7 +192,9 @@ def _figures(data: FamilyData, escape: ForkComparison | None, problem: str) -> l
                     "the arm made and s the clean full-batch AdamW update from the same state. It is exactly 0 for "
                     "full_batch; the paper finds about 1 for noise in the second moment only, about 2 in both.")
     escapes = Section("escapes", "Escape per fork step and arm",
-                      "Median escape_half over seeds with its interval; open triangles: censored medians (lower "
+                      f"Median {escape.y if escape is not None else 'escape'}"
+                      + (f" ({escape.criterion_words})" if escape is not None and escape.criterion else "")
+                      + " over seeds with its interval; open triangles: censored medians (lower "
                       "bounds, the true median lies above); the reference arm in black.")
     for section, make in ((curves, lambda: fork_loss_curves(data.curves, data.parent_curve, data.log_k,
                                                             int(d["horizon"]), data.labels)),
@@ -186,15 +219,18 @@ def _figures(data: FamilyData, escape: ForkComparison | None, problem: str) -> l
 
 # ---------------------------------------------------------------------------- the page
 def fork_family_report(family: ForkFamily | str | Path, path: str | Path, progress: bool = False,
-                       data: FamilyData | None = None) -> Path:
+                       data: FamilyData | None = None, escape=None, gamma_window=None) -> Path:
     """Write the report of `family` (a ForkFamily or its folder) to `path`. `data` is
-    `read_family(family)`, read here unless given; `progress` is accepted like the other
-    reports' (reading a family is quick: nothing is shown)."""
+    `read_family(family, escape, gamma_window)` (the family's criterion and Gamma range unless given),
+    read here unless given; `progress` is accepted like the other reports' (reading a family is quick:
+    nothing is shown). The escape under a criterion other than the default gets its own table."""
     start = time.perf_counter()
     family = family if isinstance(family, ForkFamily) else ForkFamily.open(family)
-    data = read_family(family) if data is None else data
-    comparisons = {y: _compare(data.table, y) for y in ESCAPES}
-    sections = _figures(data, *comparisons["escape_half"])
+    data = read_family(family, escape, gamma_window) if data is None else data
+    criterion = _criterion(data)
+    shown = [y for y in ESCAPES if y != "escape" or (not criterion.is_default and "escape" in data.table)]
+    comparisons = {y: _compare(data.table, y) for y in shown}
+    sections = _figures(data, *comparisons[shown[0]])
     body = "\n".join([
         *report_top("interp fork family report", family, f"{len(data.table)} forks", start, _summary_rows(data),
                     _left_out(data)),
@@ -202,10 +238,11 @@ def fork_family_report(family: ForkFamily | str | Path, path: str | Path, progre
         "<h2 id=\"section-arms\">Arms</h2>",
         f"<p>Per fork step and arm, over the done forks: the median escape over seeds with a bootstrap interval "
         f"(a censored fork enters only as a lower bound; a median it can move is shown as \">= N\"), the ratio to "
-        f"{REFERENCE} at the same fork step, and the mean Gamma.</p>",
-        *(_arms_table(y, *comparisons[y]) for y in ESCAPES),
+        f"{REFERENCE} at the same fork step, the mean Gamma (ratio of sums) and the mean of each fork's median "
+        f"per-step Gamma. Each table names the escape criterion it was judged under.</p>",
+        *(_arms_table(y, *comparisons[y], criterion) for y in shown),
         *(section_html(s) for s in sections[1:]),
         "<h2 id=\"section-forks\">Forks</h2>",
-        _forks_table(data.table),
+        _forks_table(data.table, criterion),
     ])
     return write_html(Path(path), page(f"interp fork family report: {family.name}", body))

@@ -1,4 +1,5 @@
-"""The mechanism table's section of the run, sweep and fork family reports."""
+"""The mechanism table's section of the run, sweep and fork family reports, and the reconciliation table's
+after it (docs/reconciliation.md), built on the same evidence."""
 
 from __future__ import annotations
 
@@ -20,6 +21,24 @@ def mechanism_html(source) -> str:
     try:
         table = mechanisms(source.path, compute=False)
     except InterpError as exc:
+        return f"{title}<p class=\"missing\">{html.escape(str(exc))}</p>" + reconcile_html(source)
+    return f"{title}{caption}{table.html()}" + reconcile_html(source, table)
+
+
+def reconcile_html(source, table=None) -> str:
+    """The reconciliation table's section: each published claim beside ours (docs/reconciliation.md), from the
+    mechanism table `table` already built (its evidence is reused) and the caches; nothing is computed."""
+    from interp.mechanisms.reconcile import reconcile
+
+    title = "<h2 id=\"section-reconcile\">The author's claims beside ours</h2>"
+    caption = ("<p class=\"caption\">One row per published claim: the author's number and its source, ours under the "
+               "author's definition where it can be computed, ours under ours with its interval and runs, the "
+               "differences in setting and the verdict of a rule fixed before the data (docs/reconciliation.md). "
+               "Rows not measured name the command that would measure them; <code>interp reconcile PATH...</code> "
+               "pools runs, sweeps and fork families.</p>")
+    try:
+        rec = reconcile(source.path, compute=False, tables={str(source.path): table} if table is not None else None)
+    except InterpError as exc:
         return f"{title}<p class=\"missing\">{html.escape(str(exc))}</p>"
-    return f"{title}{caption}{table.html()}"
+    return f"{title}{caption}{rec.html()}"
 

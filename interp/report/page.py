@@ -70,6 +70,9 @@ tr.verdict-consistent b { color: #1a7f37; }
 tr.verdict-contradicted b { color: #b3261e; }
 tr.verdict-inconclusive b { color: #8a6d00; }
 tr.verdict-not-measured b { color: #777; }
+tr.verdict-reproduced b { color: #1a7f37; }
+tr.verdict-not-reproduced b { color: #b3261e; }
+tr.verdict-differs-definition b, tr.verdict-differs-setting b { color: #8a6d00; }
 figcaption { color: #444; font-size: 0.92em; margin-top: 4px; max-width: 1000px; }
 """
 

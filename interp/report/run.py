@@ -27,7 +27,7 @@ from interp.analysis.common import select_steps
 from interp.analysis.findings import findings as find, summary_rows
 from interp.analysis.suite import run_suite
 from interp.errors import InterpError
-from interp.report import diagnostic_figures, figures  # noqa: F401 - their figure functions register the sections
+from interp.report import diagnostic_figures, edge_figures, figures  # noqa: F401 - their figure functions register the sections
 from interp.report.page import (NotComputed, Section, figure_count, figure_html, page, report_top, section_html,
                                 write_html)
 from interp.report.sections import RUN, ReportSection, sections_of

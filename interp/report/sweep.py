@@ -28,6 +28,8 @@ from interp.sweeps.sweep import Sweep
 
 CIRCUIT_LABELS = {"lead_share": "shuffle-gap lead share (τ_half − t(dz > 0.1)) / τ_half",
                   "lead_exponent": "lead in steps against K (∝ K^e)",
+                  "lead_share_author": "lead share, the author's definition (t_loss l1_0.9, in-batch dz)",
+                  "lead_exponent_author": "lead in steps against K, the author's definition",
                   "routing_heads": "routing head across the runs",
                   "ablation_trend": "routing head's ablation effect at τ"}
 
@@ -103,6 +105,7 @@ def _circuit_sections(circuits: Fits, table: pd.DataFrame, series: dict[str, dic
          lambda: plots.k_trend_figure(res["ablation_trend"])),
     ]
     sections = _drawn(specs, circuits)
+    sections.insert(2, _lead_definitions(circuits, table))
     grid = Section("timelines", "Every run's timeline, in units of τ",
                    "Small multiples sharing the step axis in units of each run's τ_half (0 to 2): the candidate loss over "
                    "log K, the shuffle gap over its largest value and, for analysed runs, the routing head's z-share, "
@@ -114,6 +117,52 @@ def _circuit_sections(circuits: Fits, table: pd.DataFrame, series: dict[str, dic
         grid.problem = str(exc)
     sections.append(grid)
     return sections
+
+
+def _lead_definitions(circuits: Fits, table: pd.DataFrame) -> Section:
+    """The lead share and its exponent under our definition and the author's on the same runs (a table, not a
+    figure): our bootstrap intervals beside the author's statistic, then the author's published numbers; a
+    definition the runs cannot give is one line saying why (`circuit_fits.lead_definitions`)."""
+    from interp.sweeps.circuit_fits import lead_definitions
+    from interp.sweeps.paper import PAPER_LEAD_EXPONENT, PAPER_LEAD_SHARE, PAPER_LEAD_SHARE_K, PAPER_LEAD_SHARE_SD
+
+    section = Section("lead_definitions", "The shuffle gap's lead under both definitions",
+                      "The same runs under ours (t_loss = τ_half, the unbiased dz on a fixed evaluation subset) and the "
+                      "author's (SPEC 9.1: t_loss = the first logged step whose running-mean first-token loss is below "
+                      "0.9 log K, the in-batch dz): the share's mean, its slope on log K and the lead in steps ∝ K^e, "
+                      "each with our 95% bootstrap interval, and the author's statistic on the same runs (positive "
+                      "leads only, mean ± np.std with ddof 0, least squares of log lead in steps on log K).")
+    head = ["definition", "lead share, mean [95% CI]", "per K", "per unit of log K [95% CI]", "lead in steps ∝ K^e [95% CI]",
+            "the author's statistic on these runs"]
+
+    def ci(pair, spec):
+        return f"[{format(pair[0], spec)}, {format(pair[1], spec)}]"
+
+    rows = []
+    for r in lead_definitions(circuits, table):
+        if r["not_measured"]:
+            rows.append(f"<tr><td>{html.escape(r['text'])}</td><td colspan=\"5\">not measured: "
+                        f"{html.escape(r['not_measured'])}</td></tr>")
+            continue
+        a = r["author_statistic"] or {}
+        stat = (f"{_fmt(a.get('mean'), '.3f')} ± {_fmt(a.get('sd'), '.3f')} over {a.get('n_positive')} positive of "
+                f"{a.get('n')}; K^{_fmt(a.get('exponent'), '.2f')}" if a else "–")
+        if r["n_not_logged"]:
+            stat += f" ({r['n_not_logged']} finished run(s) without the logged columns left out)"
+        cells = [r["text"], f"{r['mean']:.3f} {ci(r['mean_ci'], '.3f')} ({r['n_used']} runs)",
+                 ", ".join(f"{v:.2f} at K = {k}" for k, v in r["per_k"].items()),
+                 f"{r['slope']:+.3f} {ci(r['slope_ci'], '+.3f')} ({r['sign']})" if r["slope"] is not None else "–",
+                 f"{r['exponent']:.2f} {ci(r['exponent_ci'], '.2f')}" if r["exponent"] is not None else "–", stat]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    ends = sorted(PAPER_LEAD_SHARE_K)
+    rise = (PAPER_LEAD_SHARE_K[ends[-1]] - PAPER_LEAD_SHARE_K[ends[0]]) / math.log(ends[-1] / ends[0])
+    published = ["the author (published)", f"{PAPER_LEAD_SHARE} ± {PAPER_LEAD_SHARE_SD} over K = 3..36",
+                 ", ".join(f"{v:.2f} at K = {k}" for k, v in PAPER_LEAD_SHARE_K.items()),
+                 f"about {rise:+.2f} (K = {ends[0]} to {ends[-1]})", f"{PAPER_LEAD_EXPONENT}", "–"]
+    rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in published) + "</tr>")
+    header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    section.html = f"<table class=\"summary\" id=\"lead-definitions\">\n<tr>{header}</tr>\n" + "\n".join(rows) + "\n</table>"
+    return section
 
 
 def _figures(fits: Fits, table: pd.DataFrame, metrics: dict[str, pd.DataFrame]) -> list[Section]:

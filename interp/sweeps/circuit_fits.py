@@ -10,6 +10,9 @@
                     carries the author's statistic, `author_statistic`)
     author_statistic the author's numbers from one definition's leads: positive leads only, mean +-
                     np.std (ddof 0), and ordinary least squares of log(lead in steps) on log K
+    lead_definitions the share and the exponent under both definitions on the same runs, each with our
+                    interval and the author's statistic (`lead_line`: as text; the sweep report, `interp
+                    analyze SWEEP`); a family whose runs lack the logged columns says so in one line
     routing_heads   which head routes: counts per head and per K, the share in layer 0
     ablation_trend  the routing head's ablation effect at tau against log K (the paper: +1.41
                     nats for zero-ablating L0H3 at K = 10)
@@ -41,6 +44,7 @@ from interp.sweeps.fits import ci_str, fmt, jsonable, points_records, power_law,
 from interp.sweeps.paper import (
     PAPER_ABLATION_AT_TAU,
     PAPER_ABLATION_K,
+    PAPER_LEAD_EXPONENT,
     PAPER_LEAD_SHARE,
     PAPER_LEAD_SHARE_K,
     PAPER_LEAD_SHARE_SD,
@@ -49,6 +53,10 @@ from interp.sweeps.paper import (
 
 LOGGED = ("whose metrics logs have the author's columns (train_loss_first, batch_shuffled_loss_first; runs "
           "trained before they were logged cannot give the author's in-batch dz or running-mean t_loss)")
+# the one line a family gives when none of its runs logged the author's columns (no guess is made)
+AUTHOR_NOT_LOGGED = ("none of these runs' metrics logs has the train_loss_first / batch_shuffled_loss_first columns "
+                     "that the author's definition (t_loss l1_0.9, in-batch dz) needs (runs trained before they were "
+                     "logged)")
 NEEDS_ANALYSIS = "the circuit columns: run interp analyze SWEEP, then Sweep.table(circuits=True)"
 
 
@@ -225,6 +233,72 @@ def lead_exponent(table: pd.DataFrame, definition: str = "ours", **kwargs):
     return power_law(table, x="k", y=_lead_columns(table, definition, "the lead in steps against K")[1], **kwargs)
 
 
+DEFINITION_TEXT = {"ours": "ours (t_loss tau_half, unbiased dz)", "author": "the author's (t_loss l1_0.9, in-batch dz)"}
+
+
+def lead_definitions(fits: Fits, table: pd.DataFrame | None = None) -> list[dict]:
+    """The lead share and its exponent under each definition ("ours", then "author"), from `circuit_fits`'s
+    results on the same runs: our bootstrap intervals (the share's mean, its slope on log K, the power law of
+    the lead in steps) beside the author's statistic (`author_statistic`). A definition the runs cannot give
+    has `not_measured`, one line (the runs lack the logged columns: `AUTHOR_NOT_LOGGED`); `n_not_logged`
+    counts the finished runs without them (left out of the author's fits) when `table` is given."""
+    rows = []
+    for definition in ("ours", "author"):
+        suffix = "" if definition == "ours" else "_author"
+        share, exponent = fits.results.get("lead_share" + suffix), fits.results.get("lead_exponent" + suffix)
+        row = dict(definition=definition, text=DEFINITION_TEXT[definition], not_measured=None, n_used=0, mean=None,
+                   mean_ci=None, per_k={}, slope=None, slope_ci=None, sign=None, exponent=None, exponent_ci=None,
+                   trend_note=None, exponent_note=None, author_statistic=None, n_not_logged=0)
+        why = fits.problems.get("lead_share" + suffix, "not computed")
+        if share is None:
+            row["not_measured"] = AUTHOR_NOT_LOGGED if AUTHOR_NOT_LOGGED in why else why
+        else:
+            row.update(n_used=share.n_used, mean=share.mean, mean_ci=share.mean_ci, author_statistic=share.author_values,
+                       per_k={int(r.k): float(r.mean) for r in share.per_k.itertuples()})
+            if math.isfinite(share.slope):
+                row.update(slope=share.slope, slope_ci=share.ci, sign=share.sign)
+            else:
+                row["trend_note"] = share.method
+        if exponent is not None:
+            row.update(exponent=exponent.delta, exponent_ci=exponent.ci)
+        elif share is not None:
+            row["exponent_note"] = fits.problems.get("lead_exponent" + suffix, "not computed")
+        if definition == "author" and table is not None and "author_logged" in table and share is not None:
+            done = table[(table["status"] == "done") & table["direction"].isin(["bz_to_a", "b_to_a"])]
+            row["n_not_logged"] = int((~done["author_logged"].fillna(False).astype(bool)).sum())
+        rows.append(row)
+    return rows
+
+
+def lead_line(row: dict) -> str:
+    """One `lead_definitions` row as a line of text."""
+    if row["not_measured"]:
+        return f"{row['text']}: not measured: {row['not_measured']}"
+
+    def ci(pair, spec):
+        return f"[{format(pair[0], spec)}, {format(pair[1], spec)}]"
+
+    line = f"{row['text']}: share {row['mean']:.3f} {ci(row['mean_ci'], '.3f')} over {row['n_used']} runs"
+    line += (f", per unit of log K {row['slope']:+.3f} {ci(row['slope_ci'], '+.3f')} ({row['sign']})"
+             if row["slope"] is not None else f", {row['trend_note']}")
+    line += (f"; lead in steps ~ K^{row['exponent']:.2f} {ci(row['exponent_ci'], '.2f')}" if row["exponent"] is not None
+             else f"; no exponent ({row['exponent_note']})")
+    a = row["author_statistic"]
+    if a:
+        line += (f"; the author's statistic: {a['mean']:.3f} +- {a['sd']:.3f} over {a['n_positive']} positive leads "
+                 f"of {a['n']}, K^{a['exponent']:.2f} (least squares on the logs)")
+    if row["n_not_logged"]:
+        line += f"; {row['n_not_logged']} finished run(s) without the logged columns left out"
+    return line
+
+
+def published_lead_line() -> str:
+    """The author's published lead (SPEC 9.1), for beside `lead_line`."""
+    per_k = ", ".join(f"{v:.2f} at K = {k}" for k, v in PAPER_LEAD_SHARE_K.items())
+    return (f"the author (published, SPEC 9.1): {PAPER_LEAD_SHARE} +- {PAPER_LEAD_SHARE_SD} over K = 3..36 ({per_k}); "
+            f"lead in steps ~ K^{PAPER_LEAD_EXPONENT}")
+
+
 def ablation_trend(table: pd.DataFrame, **kwargs) -> KTrend:
     """The routing head's ablation effect at tau (candidate-loss change, nats) against log K."""
     _require(table, "ablation_at_tau", "ablation at tau against K")
@@ -320,9 +394,11 @@ def circuit_fits(table: pd.DataFrame, n_boot: int = N_BOOT, ci: float = 0.95, se
         "lead_share": (len(done) >= 2, "needs 2 or more finished runs with a candidate loss",
                        lambda: lead_share(table, **boot)),
         "lead_exponent": (ks >= 3, "needs finished runs at 3 or more values of K", lambda: lead_exponent(table, **boot)),
-        "lead_share_author": (len(done) >= 2 and author, f"needs 2 or more finished runs {LOGGED}",
+        "lead_share_author": (len(done) >= 2 and author,
+                              f"needs 2 or more finished runs {LOGGED}" if author else AUTHOR_NOT_LOGGED,
                               lambda: lead_share(table, definition="author", **boot)),
-        "lead_exponent_author": (ks >= 3 and author, f"needs finished runs at 3 or more values of K {LOGGED}",
+        "lead_exponent_author": (ks >= 3 and author,
+                                 f"needs finished runs at 3 or more values of K {LOGGED}" if author else AUTHOR_NOT_LOGGED,
                                  lambda: lead_exponent(table, definition="author", **boot)),
         "routing_heads": (analysed, f"needs {NEEDS_ANALYSIS}", lambda: routing_heads(table, ci=ci)),
         "ablation_trend": (analysed and "ablation_at_tau" in table.columns and len(done) >= 2,

@@ -1,9 +1,12 @@
 """The comparison of fork arms: how long each arm takes to escape the plateau after the fork step.
 
 A fork family table has one row per fork run (columns: run, status, fork_step, arm,
-arm_params, steps_run, escape_half / escape_snap and their censored_* flags, gamma). Runs
-are grouped by (fork_step, arm label); each group gets the median escape over its seeds, a
-bootstrap interval and its ratio to the reference arm at the same fork step.
+arm_params, steps_run, escape (under the family's criterion, named in escape_criterion),
+escape_half / escape_snap and their censored_* flags, gamma, gamma_median). Runs are grouped by
+(fork_step, arm label); each group gets the median escape over its seeds, a bootstrap interval
+and its ratio to the reference arm at the same fork step; the comparison names the criterion its
+escape was judged under, and gives per arm the mean over forks of Gamma (ratio of sums) and of
+the per-step median (over gamma_range).
 
 Censoring. A done run that never escaped within its horizon only tells us escape > steps_run:
 a lower bound, never a value, so it is never averaged in. The true median lies between the
@@ -38,10 +41,11 @@ from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import N_BOOT, check_level
 from interp.sweeps.fits import CensoredRunsWarning, jsonable, run_names
 
-ESCAPES = ("escape_half", "escape_snap")
+ESCAPES = ("escape", "escape_half", "escape_snap")  # escape: under the family's criterion (escape_criterion)
+FIXED = {"escape_half": "loss_cand<0.5logK", "escape_snap": "loss_cand<0.05logK"}  # what the fixed two judge
 NEEDED = ("run", "status", "fork_step", "arm", "steps_run")
 ROW_COLUMNS = ("fork_step", "arm", "label", "n", "n_censored", "median", "median_censored", "ci_low", "ci_high",
-               "ratio", "ratio_low", "ratio_high", "ratio_bound", "gamma", "gamma_n")
+               "ratio", "ratio_low", "ratio_high", "ratio_bound", "gamma", "gamma_n", "gamma_median")
 METHOD = ("runs resampled with replacement per group (censored runs at their bound for the lower end, "
           "at +inf for the upper end), percentile")
 
@@ -80,11 +84,20 @@ class ForkComparison(Presentable):
     seed: int
     n_excluded: int
     notes: list[str] = field(default_factory=list)
+    criterion: str = ""  # the escape criterion y was judged under (interp.forks.escape), as written
+    gamma_range: str = ""  # "A:B": gamma_median is over the per-step ratios at steps A..B after the fork
 
     def to_dict(self) -> dict:
-        return jsonable(dict(fit="forks", y=self.y, reference=self.reference, level=self.level, n_boot=self.n_boot,
+        return jsonable(dict(fit="forks", y=self.y, criterion=self.criterion, gamma_range=self.gamma_range,
+                             reference=self.reference, level=self.level, n_boot=self.n_boot,
                              seed=self.seed, method=METHOD, n_excluded=self.n_excluded, notes=self.notes,
                              rows=self.rows.to_dict(orient="records")))
+
+    @property
+    def criterion_words(self) -> str:
+        from interp.forks.escape import parse_escape
+
+        return parse_escape(self.criterion).words if self.criterion else ""
 
     def ratio_cells(self, r, on_reference: str, interval) -> tuple[str, str]:
         """Row `r`'s ratio to the reference arm and its interval (`interval(low, high)`) as the summary and the
@@ -97,16 +110,19 @@ class ForkComparison(Presentable):
 
     def summary(self) -> str:
         """A text table; a censored median is shown as ">= N", never as a plain number."""
-        head = (f"{self.y} (steps after the fork), median over seeds, {self.level:.0%} CI over runs; "
+        judged = f" [{self.criterion_words}]" if self.criterion else ""
+        head = (f"{self.y}{judged} (steps after the fork), median over seeds, {self.level:.0%} CI over runs; "
                 f"ratio to {self.reference!r} at the same fork step")
-        lines = [head, f"{'fork_step':>9}  {'arm':<24} {'n':>3} {'cens':>4}  {'median':>10}  {'CI':>20}  "
-                       f"{'ratio':>9}  {'ratio CI':>16}  {'gamma':>6}"]
+        med_head = f"gamma med {self.gamma_range}" if self.gamma_range else "gamma med"
+        lines = [head, f"{'fork_step':>9}  {'arm':<30} {'n':>3} {'cens':>4}  {'median':>10}  {'CI':>20}  "
+                       f"{'ratio':>9}  {'ratio CI':>16}  {'gamma':>6}  {med_head}"]
         for r in self.rows.itertuples(index=False):
             med = f">= {_steps(r.median)}" if r.median_censored else _steps(r.median)
             ratio, rci = self.ratio_cells(r, "1 (ref)", lambda lo, hi: _interval(lo, hi, _ratio_str))
             gamma = f"{r.gamma:.3g}" if math.isfinite(r.gamma) else "n/a"
-            lines.append(f"{r.fork_step:>9}  {r.label:<24} {r.n:>3} {r.n_censored:>4}  {med:>10}  "
-                         f"{_interval(r.ci_low, r.ci_high):>20}  {ratio:>9}  {rci:>16}  {gamma:>6}")
+            gmed = f"{r.gamma_median:.3g}" if math.isfinite(r.gamma_median) else "n/a"
+            lines.append(f"{r.fork_step:>9}  {r.label:<30} {r.n:>3} {r.n_censored:>4}  {med:>10}  "
+                         f"{_interval(r.ci_low, r.ci_high):>20}  {ratio:>9}  {rci:>16}  {gamma:>6}  {gmed}")
         lines += [f"interval: {METHOD}; '> x': unbounded above (censored runs)"] + [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -141,6 +157,7 @@ def _roles(table: pd.DataFrame, y: str) -> pd.DataFrame:
     df["value"] = np.where(used, value, np.nan)
     df["bound"] = np.where(flag, np.nan_to_num(bound, nan=0.0), np.nan)
     df["gamma_v"] = pd.to_numeric(df["gamma"], errors="coerce") if "gamma" in df.columns else np.nan
+    df["gamma_m"] = pd.to_numeric(df["gamma_median"], errors="coerce") if "gamma_median" in df.columns else np.nan
     return df
 
 
@@ -154,17 +171,23 @@ def _pct(v: np.ndarray, q: float, method: str) -> float:
 
 
 # ---------------------------------------------------------------------------- the comparison
-def forks(table: pd.DataFrame, y: str = "escape_half", reference: str = "minibatch", n_boot: int = N_BOOT,
+def forks(table: pd.DataFrame, y: str | None = None, reference: str = "minibatch", n_boot: int = N_BOOT,
           ci: float = 0.95, seed: int = 0) -> ForkComparison:
     """Median `y` per (fork_step, arm label) over the done runs, censored runs as lower bounds (see the
     module docstring), a bootstrap interval, and the ratio to `reference` (an arm label) at each fork step.
+    `y` None: `escape`, the escape under the family's criterion (its `escape_criterion` column), when the
+    table has it, else `escape_half`. The comparison names its criterion (`criterion`) and Gamma range.
 
     The ratio is ">=" when the arm's median is censored, "<=" when the reference's is, "undefined"
     (NaN) when both are or the reference has no runs at that fork step.
     """
     what = "fork comparison"
+    if y is None:
+        y = "escape" if isinstance(table, pd.DataFrame) and "escape" in table.columns else "escape_half"
     _check(table, y)
     check_level(ci, n_boot)
+    criterion = _named(table, "escape_criterion") if y == "escape" else FIXED[y]
+    gamma_range = _named(table, "gamma_range")
     notes = []
     status = table["status"].astype(str)
     out = table[status != "done"]
@@ -203,10 +226,13 @@ def forks(table: pd.DataFrame, y: str = "escape_half", reference: str = "minibat
             high = np.where(cen, np.inf, low)
             g = part["gamma_v"].to_numpy(float)
             g = g[np.isfinite(g)]
+            gm = part["gamma_m"].to_numpy(float)
+            gm = gm[np.isfinite(gm)]
             row = dict(fork_step=step, arm=str(part["arm"].iloc[0]), label=label, n=len(ok), n_censored=int(cen.sum()),
                        median=math.nan, median_censored=False, ci_low=math.nan, ci_high=math.nan,
                        ratio=math.nan, ratio_low=math.nan, ratio_high=math.nan, ratio_bound="undefined",
-                       gamma=float(g.mean()) if len(g) else math.nan, gamma_n=len(g))
+                       gamma=float(g.mean()) if len(g) else math.nan, gamma_n=len(g),
+                       gamma_median=float(gm.mean()) if len(gm) else math.nan)
             if len(ok):
                 m_low, m_high = float(np.median(low)), float(np.median(high))
                 exact = m_low == m_high
@@ -240,4 +266,12 @@ def forks(table: pd.DataFrame, y: str = "escape_half", reference: str = "minibat
             rows.loc[i, ["ratio", "ratio_low", "ratio_high", "ratio_bound"]] = [
                 float(a["median"] / r["median"]), lo, hi, bound]
     return ForkComparison(rows=rows, reference=reference, y=y, level=float(ci), n_boot=int(n_boot), seed=int(seed),
-                          n_excluded=len(out), notes=notes)
+                          n_excluded=len(out), notes=notes, criterion=criterion, gamma_range=gamma_range)
+
+
+def _named(table: pd.DataFrame, column: str) -> str:
+    """The one value of a per-family column (the criterion, the Gamma range); "" when absent or mixed."""
+    if column not in table.columns:
+        return ""
+    values = {str(v) for v in table[column].dropna()}
+    return values.pop() if len(values) == 1 else ""

@@ -1,8 +1,9 @@
 """Named sweeps: the paper's families of runs, and small ones calibrated for 2 CPU cores.
 
 The `-tiny` sweeps finish on this project's 2-core CPU with 2 workers in at most 30 minutes
-each; the `paper-` sweeps are the paper's own designs, for a GPU or a cluster. Their wall
-times and expected compute are in docs/scaling.md.
+each (`landauer-dense-tiny`, the author's lead family, is sized for under about 90; measured in
+docs/reconciliation.md); the `paper-` sweeps and `landauer-dense` are the paper's and the author's own
+designs, for a GPU or a cluster. Their wall times and expected compute are in docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -59,6 +60,23 @@ SWEEP_PRESETS: dict[str, SweepSpec] = {
     "cancellation-tiny": SweepSpec(base=_task(_TINY, n_bases=200, len_z=3),
                                    grid=(("task.selector_groups", (1, 4, 10, 25, 50, 200)), ("seed", (0, 1, 2))),
                                    name="cancellation-tiny"),
+    # the author's lead family, a CPU-sized analog of landauer-dense (docs/scaling.md, "The lead under
+    # both definitions"): the tiny model at n_bases = 200 (D = 600..2600), K = 3..13, three seeds; the
+    # author's t_loss (first-token loss < 0.9 log K) comes after tau_half, so runs stop 300 steps after
+    # the snap; K = 3 and 5 are evaluated every 10 steps (their tau_half is a few hundred steps)
+    "landauer-dense-tiny": SweepSpec(base=_task(_train(_TINY, stop_after_snap=300), n_bases=200),
+                                     grid=(("seed", (0, 1, 2)),),
+                                     points=tuple({"task.k": k, "train.eval_every": 10 if k <= 5 else 25}
+                                                  for k in (3, 5, 7, 10, 13)),
+                                     name="landauer-dense-tiny"),
+    # the author's ten runs exactly (SPEC: scripts/posthoc_synergy_proxy.py's landauer_dense_k*): the
+    # paper's model, n_bases 1000, AdamW lr 1e-3, weight decay 0.01, batch 128, constant lr, 50,000
+    # steps, seed 42, one seed per K, evaluated every 50 steps, checkpoints every 100
+    "landauer-dense": SweepSpec(base=_train(replace(_PAPER, seed=42), steps=50_000, lr=1e-3, weight_decay=0.01,
+                                            batch_size=128, schedule="constant", warmup_steps=0, grad_clip=None,
+                                            eval_every=50, checkpoint_every=100, early_checkpoints=False,
+                                            densify=False, stop_after_snap=None, compile=True),
+                                grid=(("task.k", (3, 5, 7, 10, 13, 17, 20, 25, 30, 36)),), name="landauer-dense"),
     # K = 3..36 at n_bases = 1000 (D = 3k..36k), one seed per point as in the paper, plus replicates
     "paper-scaling": SweepSpec(base=_PAPER_SWEEP, grid=(("task.k", (3, 5, 7, 10, 13, 15, 17, 20, 25, 30, 36)),
                                                         ("seed", (0, 1, 2))), name="paper-scaling"),

@@ -103,6 +103,36 @@ def test_drop_states_with_numpy_steps(kept, tmp_path):
     assert kept_steps(run) == [10, 20]
 
 
+@pytest.mark.parametrize("keep, fragment", [("10", "'10' is a string"), ([3], "saved no checkpoint at step 3")])
+def test_drop_checkpoints_refuses_before_touching_anything(keep, fragment, kept, tmp_path):
+    from interp.run_states import drop_checkpoints
+    from interp.runs import Run
+
+    run = Run.open(copy_run(kept, tmp_path / "run"))
+    saved = snapshot(run.path)
+    with pytest.raises(InterpError, match=fragment):
+        drop_checkpoints(run, keep)
+    assert snapshot(run.path) == saved
+
+
+def test_drop_checkpoints_keeps_the_last_and_the_states_and_drops_the_cache(kept, tmp_path):
+    """How the demo is thinned: the checkpoints asked for, the last one and those with a state stay (verified on
+    load); the cache goes, since trajectory's entries read the checkpoint saved before theirs."""
+    from interp.run_states import drop_checkpoints, drop_states, kept_steps
+    from interp.runs import Run
+
+    run = Run.open(copy_run(kept, tmp_path / "run"))
+    drop_states(run, [4])
+    (run.path / "cache" / "trajectory").mkdir(parents=True)
+    assert drop_checkpoints(run, [0, 8]) == [1, 2, 10]
+    run = Run.open(run.path)
+    assert run.steps == [0, 4, 8, 20] and kept_steps(run) == [4]
+    assert sorted(p.name for p in (run.path / "checkpoints").iterdir()) == [f"step_{s:07d}.safetensors" for s in run.steps]
+    assert not (run.path / "cache").exists()
+    for step in run.steps:
+        run.state_dict(step)  # hash-checked
+
+
 # ---------------------------------------------------------------------------- 8: a card never raises, never hides
 def _garbage(path: Path) -> None:
     path.write_text("{garbage\n{garbage\n")

@@ -199,6 +199,18 @@ def test_interp_ls_of_a_family_never_loads_torch(family):
     assert result.stdout.strip().splitlines()[-1] == "False"
 
 
+def test_the_family_report_loads_no_model_code(family, tmp_path):
+    """The family report reads its forks' logs (issue 34): neither torch nor TransformerLens nor transformers."""
+    out = tmp_path / "family.html"
+    code = (f"import contextlib, io, sys\nfrom interp.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            f"    assert main(['report', {str(family.path)!r}, '--out', {str(out)!r}]) == 0\n"
+            f"print(sorted(m for m in ('torch', 'transformer_lens', 'transformers') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]" and out.stat().st_size > 0
+
+
 def test_the_family_shows_itself_in_a_notebook(family):
     page = family._repr_html_()
     assert str(family.parent.path) in page and "20, 40" in page and "10: 10 done" in page

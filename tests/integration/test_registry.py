@@ -57,6 +57,17 @@ def test_every_analysis_module_has_the_entry_points_and_its_defaults():
             assert registry.REGISTRY[entry.name].hook(name) is getattr(module, name, None), (entry.name, name)
 
 
+def test_every_built_in_modules_defaults_are_read_from_its_source_as_it_defines_them():
+    """`params()` reads DEFAULTS from the source (no import, no torch: a cached report), equal to the module's."""
+    import importlib
+
+    for entry in registry.REGISTRY.values():
+        found = registry.source_defaults(entry.module)
+        assert found is not None, entry.name
+        assert found == importlib.import_module(entry.module).DEFAULTS, entry.name
+    assert registry.source_defaults("tests.dummy_analysis") is None  # outside the package: imported
+
+
 def test_every_built_in_module_declares_the_entry_the_registry_read_without_importing_it():
     import importlib
 

@@ -17,7 +17,8 @@ from tests.helpers import DEMO, assert_plateau_then_snap, copy_run
 
 # the documented command: interp train --preset tiny --out checkpoints/demo --checkpoint-dtype float16
 #   --checkpoint-every 100 --no-early-checkpoints --no-densify --dense-until 350 --save-optimizer
-# and then drop_states(run, [500]): only the state at tau/2 is shipped
+# and then drop_states(run, [500]) (only the state at tau/2 is shipped) and drop_checkpoints(run, KEPT)
+KEPT = [*range(0, 351, 50), *range(400, 1001, 100), 1200, 1400]  # and the last step, 1625
 DEMO_FLAGS = dict(checkpoint_dtype="float16", checkpoint_every=100, early_checkpoints=False, densify=False,
                   dense_until=350, save_optimizer=True)
 
@@ -38,12 +39,18 @@ def test_demo_is_the_tiny_preset_with_its_documented_flags(demo):
 
 
 def test_every_demo_checkpoint_loads_and_is_verified(demo):
-    assert len(demo.steps) >= 20
-    assert [s for s in demo.steps if s <= 350] == list(range(0, 351, 25))  # onsets timed to 25 steps
+    assert demo.steps == [*KEPT, 1625]  # onsets timed to 50 steps, the transition to 100 up to step 1000
     for step in demo.steps:
         demo.state_dict(step)  # raises on a hash mismatch
     total = sum(p.stat().st_size for p in (DEMO / "checkpoints").iterdir())
-    assert total < 24 * 2**20  # 29 float16 checkpoints of 0.8 MB (the snap comes at step 1525)
+    assert total < 15 * 2**20  # 18 float16 checkpoints of 0.8 MB (the snap comes at step 1525)
+
+
+def test_the_shipped_demo_is_within_its_20_mib():
+    """What the repository ships under checkpoints/ (the run's files; a local cache/ is not shipped)."""
+    shipped = [p for p in DEMO.rglob("*") if p.is_file() and "cache" not in p.relative_to(DEMO).parts
+               and p.name != "resume.safetensors"]
+    assert sum(p.stat().st_size for p in shipped) <= 20 * 2**20
 
 
 def test_the_demo_keeps_one_state_at_tau_half_so_its_forks_replay_nothing(demo):

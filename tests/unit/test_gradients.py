@@ -21,7 +21,7 @@ from interp.analysis.hessian import sample_indices as hessian_sample
 from interp.checkpoints import serialize
 from interp.errors import InterpError
 from interp.metrics import batch_loss
-from interp.model import ModelSpec, build_model
+from interp.model import ModelSpec, build_model, call_with, tl_module, tl_params
 from interp.runs import Run
 from interp.spec import VOCAB_SIZE
 from interp.task import Task, TaskSpec
@@ -49,18 +49,20 @@ def flat(grads) -> torch.Tensor:
 @pytest.fixture(scope="module")
 def loop_grads(task, model) -> torch.Tensor:
     """[D, P]: each example's gradient, one autograd call per example."""
-    params = list(model.parameters())
+    view = tl_module(model)  # checkpoint layout on either TransformerLens, as the analysis's vectors
+    params = list(view.parameters())
     rows = []
     for i in range(task.size):
-        loss = batch_loss(model, task.tokens[i : i + 1], task.layout.loss_pos)
+        loss = batch_loss(view, task.tokens[i : i + 1], task.layout.loss_pos)
         rows.append(flat(torch.autograd.grad(loss, params)))
     return torch.stack(rows)
 
 
 @pytest.fixture(scope="module")
 def full_grad(task, model) -> torch.Tensor:
-    loss = batch_loss(model, task.tokens, task.layout.loss_pos)
-    return flat(torch.autograd.grad(loss, list(model.parameters())))
+    view = tl_module(model)
+    loss = batch_loss(view, task.tokens, task.layout.loss_pos)
+    return flat(torch.autograd.grad(loss, list(view.parameters())))
 
 
 @pytest.fixture(scope="module")
@@ -346,12 +348,10 @@ def tiny_run(tmp_path) -> Run:
 
 def hvp(model, tokens, loss_pos, v: torch.Tensor) -> torch.Tensor:
     """H v by forward-over-reverse (torch.func), independent of the Hessian analysis's double backward."""
-    from torch.func import functional_call
-
-    base = {n: p.detach() for n, p in model.named_parameters()}
+    base = {n: p.detach() for n, p in tl_params(model).items()}
     names, sizes = list(base), [p.numel() for p in base.values()]
     tangent = {n: part.view(base[n].shape).float() for n, part in zip(names, v.split(sizes))}
-    f = lambda p: batch_loss(lambda x: functional_call(model, p, (x,)), tokens, loss_pos)  # noqa: E731
+    f = lambda p: call_with(model, p, batch_loss, tokens, loss_pos)  # noqa: E731
     _, out = jvp(grad(f), (base,), (tangent,))
     return torch.cat([out[n].reshape(-1).double() for n in names])
 
@@ -364,9 +364,10 @@ def test_extreme_directions_are_unit_downhill_eigenvectors_cached_and_reused(tin
     model = tiny_run.model(0)
     task = tiny_run.task
     tokens = task.tokens[hessian_sample(task, n, tiny_run.spec.seed)]
-    g = flat(torch.autograd.grad(batch_loss(model, tokens, task.layout.loss_pos), list(model.parameters())))
+    view = tl_module(model)
+    g = flat(torch.autograd.grad(batch_loss(view, tokens, task.layout.loss_pos), list(view.parameters())))
     for kind, lam in (("vmax", found.lambda_max), ("vmin", found.lambda_min)):
-        v = flat(found.vector(kind)[name] for name, _ in model.named_parameters())
+        v = flat(found.vector(kind)[name] for name in tl_params(model))
         assert float(v.norm()) == pytest.approx(1.0, abs=1e-5)
         assert float(g @ v) <= 0  # downhill
         residual = float((hvp(model, tokens, task.layout.loss_pos, v) - lam * v).norm())
@@ -423,11 +424,12 @@ def test_at_step_with_curvature_measures_the_noise_along_the_cached_extremes(tin
     task, model = tiny_run.task, tiny_run.model(0)
     batch = tiny_run.spec.train.batch_size
     assert row["batch_size"] == batch and row["step"] == 0
-    params = list(model.parameters())
+    view = tl_module(model)
+    params = list(view.parameters())
     along = []
     for i in range(task.size):  # <g_i, v> by reverse mode, one example at a time
-        gi = flat(torch.autograd.grad(batch_loss(model, task.tokens[i : i + 1], task.layout.loss_pos), params))
-        along.append([float(gi @ flat(found.vector(kind)[name] for name, _ in model.named_parameters()))
+        gi = flat(torch.autograd.grad(batch_loss(view, task.tokens[i : i + 1], task.layout.loss_pos), params))
+        along.append([float(gi @ flat(found.vector(kind)[name] for name in tl_params(model)))
                       for kind in ("vmax", "vmin")])
     var = torch.tensor(along, dtype=torch.float64).var(0, correction=0) / batch
     assert row["noise_var_vmax"] == pytest.approx(float(var[0]), rel=1e-3)

@@ -4,12 +4,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from torch.func import functional_call, grad, jvp
+from torch.func import grad, jvp
 
 from interp.analysis import common, hessian, lanczos, params, registry
 from interp.errors import InterpError
 from interp.metrics import batch_loss
-from interp.model import build_model
+from interp.model import build_model, call_with, tl_params
 from interp.runs import Run
 from interp.task import VOCAB_SIZE, Task
 from tests.helpers import random_model, tiny_spec
@@ -28,16 +28,16 @@ def model(task):
 
 
 def flat_loss(model, task):
-    """The objective as a function of one flat parameter vector (model order)."""
-    names = [n for n, _ in model.named_parameters()]
-    shapes = [p.shape for _, p in model.named_parameters()]
+    """The objective as a function of one flat parameter vector (checkpoint order and shapes, on either TL)."""
+    base = tl_params(model)
+    names, shapes = list(base), [p.shape for p in base.values()]
 
     def f(flat):
         parts = flat.split([s.numel() for s in shapes])
         named = {n: x.view(s) for n, x, s in zip(names, parts, shapes)}
-        return batch_loss(lambda x: functional_call(model, named, (x,)), task.tokens, task.layout.loss_pos)
+        return call_with(model, named, batch_loss, task.tokens, task.layout.loss_pos)
 
-    return f, torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    return f, torch.cat([p.detach().reshape(-1) for p in base.values()])
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +214,7 @@ def test_head_selection_is_the_head_slices(model):
     sel = params.selection(model, "l0h1")
     assert sel.label == "L0H1"
     assert set(sel.index) == {f"blocks.0.attn.{p}" for p in params.HEAD_PARTS}
-    tensors = dict(model.named_parameters())
+    tensors = tl_params(model)
     for name, idx in sel.index.items():
         marked = torch.zeros(tensors[name].numel(), dtype=torch.bool)
         marked[idx] = True
@@ -243,8 +243,8 @@ def test_escape_masses_sum_to_one_and_land_in_the_right_slice(model, task):
     op = hessian.HessianOperator(model, task.tokens, task.layout.loss_pos, dtype="float64")
     full = params.flat_index(model, None)
     wv = params.flat_index(model, "L0H1")
-    names = [n for n, _ in model.named_parameters()]
-    offset = sum(p.numel() for n, p in model.named_parameters() if names.index(n) < names.index("blocks.0.attn.W_V"))
+    names = list(tl_params(model))
+    offset = sum(p.numel() for n, p in tl_params(model).items() if names.index(n) < names.index("blocks.0.attn.W_V"))
     size = model.blocks[0].attn.W_V.numel()
     v = torch.zeros(len(full), dtype=torch.float64)
     in_wv = wv[(wv >= offset) & (wv < offset + size)]

@@ -14,8 +14,8 @@ below, lazy imports and "module:function" strings included:
     9 entry         cli*, and the package itself (interp/__init__.py: the lazy public names)
 
 Figures take results, never the reverse; the quick paths (`interp scaling`, `import
-interp.plots`) load neither torch nor TransformerLens, and a cached `interp report` loads no
-TransformerLens (nor transformers); no module is over 500 lines.
+interp.plots`) load neither torch nor TransformerLens, and a cached `interp report`, `interp timeline`
+or sweep report loads none of torch, TransformerLens and transformers; no module is over 500 lines.
 """
 
 from __future__ import annotations
@@ -340,24 +340,42 @@ assert "delta" in out.getvalue(), out.getvalue()
     assert not set(loaded) & {*HEAVY, "interp.report"}, loaded
 
 
+MODEL_CODE = ("torch", "transformer_lens", "transformers", "IPython")
+
+
+def _cached_commands_load(commands: list[list[str]]) -> list[str]:
+    """Run interp's `commands` in one fresh interpreter; the model code it loaded (MODEL_CODE, interp.model)."""
+    code = f"""
+import contextlib, io, sys
+from interp.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    for argv in {commands!r}:
+        assert main(argv) == 0, argv
+print(sorted(m for m in sys.modules if m.split(".")[0] in {MODEL_CODE!r} or m in ("interp.model", "scipy.stats")))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return eval(result.stdout.strip().splitlines()[-1])
+
+
 def test_a_cached_report_loads_no_model_code(tiny_run, tmp_path):
-    """A report whose analyses are all cached only reads and draws: neither TransformerLens nor transformers
-    (seconds of imports, issue 34) nor the model is imported, nor scipy.stats (the mechanism table's Wilson
-    interval) nor IPython (plotly's notebook renderers)."""
+    """A report or timeline whose analyses are all cached only reads and draws: neither torch nor TransformerLens
+    nor transformers (seconds of imports, issue 34) nor the model is imported, nor scipy.stats (the mechanism
+    table's Wilson interval) nor IPython (plotly's notebook renderers): the findings, the derived tables, the
+    layout and the parameters (DEFAULTS, read from the source) come without them."""
     from tests.helpers import copy_run, interp_cli
 
     path = copy_run(tiny_run(), tmp_path / "run")
     # computes and caches every default analysis (a subprocess: without the tests' shape checks, faster)
     assert interp_cli("report", str(path), "--out", str(tmp_path / "first.html")).returncode == 0
-    code = f"""
-import contextlib, io, sys
-from interp.cli import main
-with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-    assert main(["report", {str(path)!r}, "--out", {str(tmp_path / "cached.html")!r}]) == 0
-print(sorted(m for m in sys.modules if m.split(".")[0] in ("transformer_lens", "transformers", "IPython")
-             or m in ("interp.model", "scipy.stats")))
-"""
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert eval(result.stdout.strip().splitlines()[-1]) == []
+    loaded = _cached_commands_load([["report", str(path), "--out", str(tmp_path / "cached.html")],
+                                    ["timeline", str(path), "--out", str(tmp_path / "timeline.html")]])
+    assert loaded == []
     assert "from cache" in (tmp_path / "cached.html").read_text()  # it was the cached report
+    assert (tmp_path / "timeline.html").stat().st_size > 0
+
+
+def test_a_sweep_report_loads_no_model_code(scaling_sweep, tmp_path):
+    """The sweep report reads its runs' logs and cached analyses: no torch, TransformerLens or transformers."""
+    assert _cached_commands_load([["report", str(scaling_sweep), "--out", str(tmp_path / "sweep.html")]]) == \
+        ["scipy.stats"]  # the fits' intervals

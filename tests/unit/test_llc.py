@@ -12,6 +12,7 @@ from torch import nn
 from interp.analysis import common, llc, params, registry
 from interp.errors import InterpError
 from interp.metrics import batch_loss
+from interp.model import tl_apply, tl_module, tl_params
 from interp.runs import Run
 from interp.task import Task
 from tests.helpers import random_model, tiny_spec
@@ -62,6 +63,7 @@ def test_per_head_restriction_moves_only_that_head(model, task):
 
     masks = llc.param_masks(model, "l1h0")
     assert set(masks) == {f"blocks.1.attn.{p}" for p in params.HEAD_PARTS}
+    model = tl_module(model)  # TL 4: the bridge's parameters under the masks' (checkpoint) names, as sample_llc samples
     ref = {n: p.detach().clone() for n, p in model.named_parameters()}
     moved: dict[str, bool] = {}
 
@@ -78,7 +80,7 @@ def test_per_head_restriction_moves_only_that_head(model, task):
     ids = task.tokens[:, : loss_pos[-1] + 2]
     with torch.random.fork_rng():  # devinterp reseeds the global generator
         sample_single_chain(
-        model, llc._Examples(ids), make_evaluate_fn(lambda m, x: llc.output_token_loss(m, x, loss_pos)), masks,
+        model, llc._Examples(ids), make_evaluate_fn(lambda m, x: tl_apply(m, llc.output_token_loss, x, loss_pos)), masks,
         num_draws=5, sampling_method=SGMCMC.sgld,
         sampling_method_kwargs=dict(lr=1e-3, nbeta=10.0, localization=1.0), seed=0, batch_size=8,
         callbacks=[record],
@@ -90,7 +92,7 @@ def test_per_head_restriction_moves_only_that_head(model, task):
 
 def test_head_masks_are_the_head_slices(model):
     masks = llc.param_masks(model, "L0H1")
-    params = dict(model.named_parameters())
+    params = tl_params(model)
     for name, mask in masks.items():
         expected = torch.zeros(params[name].shape, dtype=torch.bool)
         expected[1] = True

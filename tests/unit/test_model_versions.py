@@ -11,7 +11,11 @@ import torch
 
 from interp.checkpoints import checkpoint_bytes, load_params
 from interp.errors import InterpError
-from interp.model import ModelSpec, build_model, initial_params, is_bridge, tl_major, tl_param_shapes, tl_params
+from interp.fastpath.objective import training_loss
+from interp.metrics import batch_loss
+from interp.model import (ModelSpec, build_model, call_with, copy_model, initial_params, is_bridge, native_optimizer_state,
+                          native_params, tl_apply, tl_major, tl_module, tl_named_parameters, tl_optimizer_state,
+                          tl_param_shapes, tl_params)
 from interp.task import VOCAB_SIZE
 
 SPEC = ModelSpec(n_layers=2, n_heads=2, d_model=16, d_head=8, d_mlp=32)
@@ -85,14 +89,70 @@ def test_every_checkpoint_parameter_is_a_trained_parameter():
     assert all(p.grad is not None for p in model.parameters())
 
 
-def test_curvature_work_is_refused_on_a_bridge_until_it_is_ported():
-    """The Hessian and gradient analyses differentiate HookedTransformer's parameter layout: on a bridge they would
-    give wrong numbers, so they are refused in one line there (issue 35) and run unchanged on TL 3."""
-    from interp.analysis.params import selection
-
+def test_parameters_come_in_hookedtransformers_order_on_either_version():
+    """Flat vectors (Hessian eigenvectors, gradients, updates) concatenate tensors in this order on both versions."""
     model = build_model(SPEC, N_CTX, VOCAB_SIZE, seed=1)
-    if is_bridge(model):
-        with pytest.raises(InterpError, match="needs TransformerLens 3.9 for now"):
-            selection(model)
-    else:
-        assert selection(model).label == "all"
+    assert list(tl_params(model)) == list(tl_param_shapes(SPEC, N_CTX, VOCAB_SIZE))
+    assert [n for n, _ in tl_named_parameters(model)] == list(tl_param_shapes(SPEC, N_CTX, VOCAB_SIZE))
+
+
+def test_call_with_differentiates_checkpoint_format_tensors_on_either_version():
+    """call_with runs the model with checkpoint-layout tensors in place of its own: the same logits, and gradients in
+    the checkpoint layout that are the model's own gradients converted (issue 35: the curvature analyses)."""
+    model = build_model(SPEC, N_CTX, VOCAB_SIZE, seed=4)
+    tokens = torch.arange(3 * N_CTX).remainder(VOCAB_SIZE).reshape(3, N_CTX)
+    leaves = {n: t.detach().clone().requires_grad_(True) for n, t in tl_params(model).items()}
+    out = call_with(model, leaves, lambda m, x: m(x), tokens)
+    assert torch.equal(out, model(tokens))
+    grads = dict(zip(leaves, torch.autograd.grad(out.logsumexp(-1).sum(), list(leaves.values()))))
+    model(tokens).logsumexp(-1).sum().backward()
+    own = dict(model.named_parameters())
+    for path, g in native_params(model, grads).items():
+        torch.testing.assert_close(g, own[path].grad, rtol=1e-5, atol=1e-6)
+    # the fast path reads LayerNorm weights through a bridge's aliases of its parameters: those follow the call too
+    fast = dict(zip(leaves, torch.autograd.grad(call_with(model, leaves, training_loss, tokens, (4, 5, 6)),
+                                                list(leaves.values()), allow_unused=True)))
+    model.zero_grad()
+    batch_loss(model, tokens, (4, 5, 6)).backward()
+    assert not [name for name, g in fast.items() if g is None]
+    for path, g in native_params(model, fast).items():
+        torch.testing.assert_close(g, own[path].grad, rtol=1e-5, atol=1e-6)
+    zeroed = call_with(model, {"blocks.0.attn.W_Q": torch.zeros_like(leaves["blocks.0.attn.W_Q"])}, lambda m, x: m(x), tokens)
+    assert not torch.equal(zeroed, out)
+    assert torch.equal(model(tokens), out)  # the model's own parameters are untouched
+
+
+def test_optimizer_states_are_kept_in_checkpoint_layout_and_load_back():
+    """AdamW's moments are saved in the checkpoint's order and shapes on either version (so a state saved under
+    TL 3.9 opens under TL 4 and the other way), and load back into the model's own optimizer unchanged."""
+    model = build_model(SPEC, N_CTX, VOCAB_SIZE, seed=4)
+    tokens = torch.arange(3 * N_CTX).remainder(VOCAB_SIZE).reshape(3, N_CTX)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(tokens).logsumexp(-1).sum().backward()
+    optimizer.step()
+    saved = tl_optimizer_state(model, optimizer.state_dict())
+    shapes = list(tl_param_shapes(SPEC, N_CTX, VOCAB_SIZE).values())
+    assert [tuple(slot["exp_avg"].shape) for _, slot in sorted(saved["state"].items())] == shapes
+    back = native_optimizer_state(model, saved)
+    own = optimizer.state_dict()
+    assert back["param_groups"][0]["params"] == own["param_groups"][0]["params"]
+    assert all(torch.equal(back["state"][i][k], own["state"][i][k]) for i in own["state"] for k in own["state"][i])
+    view = tl_module(model)  # a bridge's parameters in checkpoint layout; a HookedTransformer itself
+    assert [n for n, _ in view.named_parameters()] == list(tl_param_shapes(SPEC, N_CTX, VOCAB_SIZE))
+    torch.optim.AdamW(view.parameters(), lr=1e-3).load_state_dict(saved)
+    with torch.no_grad():
+        assert torch.equal(view(tokens), model(tokens))
+        assert torch.equal(tl_apply(view, lambda m, x: m(x)[:, -1], tokens), model(tokens)[:, -1])
+
+
+def test_a_model_copies_while_holding_a_captured_activation():
+    """TL 4.3's bridge can keep a forward's pre-LayerNorm residual (a non-leaf tensor that copy.deepcopy refuses);
+    copy_model drops it from the copy, which computes the same (the Hessian's float32 copy of a float64 model)."""
+    model = build_model(SPEC, N_CTX, VOCAB_SIZE, seed=1)
+    tokens = torch.arange(2 * N_CTX).remainder(VOCAB_SIZE).reshape(2, N_CTX)
+    if is_bridge(model):  # what its capture hook leaves behind (seen after the Hessian's tests' forwards)
+        model.blocks[0].attn._captured_pre_ln_residual = torch.ones(2, N_CTX, SPEC.d_model, requires_grad=True) * 2
+    other = copy_model(model)
+    with torch.no_grad():
+        assert torch.equal(other(tokens), model(tokens))
+    assert all(torch.equal(a, b) for a, b in zip(tl_params(other).values(), tl_params(model).values()))

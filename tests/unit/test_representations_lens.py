@@ -152,11 +152,19 @@ def test_last_layer_of_the_lens_is_the_models_own_first_token_loss(run, task, mo
 
 
 def test_folded_model_reads_out_the_same_lens(run, task, model):
-    """fold_ln turns ln_final into LNPre and moves its weights into W_U; centring shifts the
-    stream and the logits by per-example constants: the lens must not change."""
-    folded = copy.deepcopy(model)
-    folded.process_weights_(fold_ln=True, center_writing_weights=True, center_unembed=True)
-    assert folded.cfg.normalization_type == "LNPre"
+    """fold_ln turns ln_final into LNPre (on TL 4: an LN of unit weight and zero bias) and moves its weights into
+    W_U; centring shifts the stream and the logits by per-example constants: the lens must not change."""
+    from interp.checkpoints import load_params
+    from interp.model import is_bridge, process_weights, tl_params
+
+    model = copy.deepcopy(model)  # LayerNorms that are not the identity, so that folding moves something
+    gen = torch.Generator().manual_seed(4)
+    load_params(model, {n: p.detach() + (0.3 * torch.randn(p.shape, generator=gen) if ".ln" in n else 0)
+                        for n, p in tl_params(model).items()})
+    folded = process_weights(copy.deepcopy(model), fold_ln=True, center_writing_weights=True, center_unembed=True)
+    assert folded.cfg.normalization_type == ("LN" if is_bridge(folded) else "LNPre")
+    if is_bridge(folded):
+        assert torch.equal(tl_params(folded)["ln_final.w"], torch.ones(SHAPE.d_model))
     plain = lens.at_step(run, 0, model=model, n_groups=None)
     again = lens.at_step(run, 0, model=folded, n_groups=None)
     cols = ["loss_first", "loss_cand", "acc_cand"]

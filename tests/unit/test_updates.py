@@ -13,7 +13,7 @@ import torch
 from interp.analysis import updates
 from interp.errors import InterpError
 from interp.metrics import batch_loss
-from interp.model import ModelSpec, build_model
+from interp.model import ModelSpec, build_model, copy_model
 from interp.plots.updates import dissipation_curve, update_bars
 from interp.task import VOCAB_SIZE, Task, TaskSpec
 
@@ -50,7 +50,7 @@ def _flat(model) -> torch.Tensor:
 
 def _torch_step(st, rows: torch.Tensor | None) -> torch.Tensor:
     """theta' - theta of torch.optim.AdamW on a copy of model and optimizer (rows None: every example)."""
-    model = copy.deepcopy(st.model)
+    model = copy_model(st.model)  # a TL 4 bridge may hold its last forward's captured activations (not deep-copyable)
     opt = torch.optim.AdamW(model.parameters(), lr=st.lr)
     opt.load_state_dict(copy.deepcopy(st.optimizer.state_dict()))
     opt.param_groups[0]["lr"] = st.lr

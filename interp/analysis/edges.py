@@ -1,0 +1,239 @@
+"""Circuits at the level of edges, at every checkpoint: an attribution score for every edge, the circuit (the
+smallest top-scored edge set that keeps `target` of the logit difference), its faithfulness curve, and each
+edge's onsets.
+
+Edges (`interp.analysis.edge_graph`) run from the embeddings, each head and each MLP to each later head's query,
+key and value input, each later MLP and the logits. The pairs and the metric are the patching analysis's: clean
+(B, z1 -> A1) and corrupted (B, z2 -> A2) examples of one group, LD = logit(a1 of A1) - logit(a1 of A2) at the
+decision position, averaged over pairs.
+- score (nats): EAP, (clean - corrupted sender output) . d LD / d receiver input at the corrupted run, or EAP-IG,
+  the gradient averaged over `ig_steps` inputs interpolated from the corrupted towards the clean ones. It
+  approximates `exact`: the LD gained by patching that edge alone into the corrupted run (`exact` on; the
+  reference, about E times the work of a forward).
+- the circuit: edges ranked by |score|; faithfulness of the top n is the share of clean - corrupted LD that
+  remains when every other edge is patched to its corrupted value (n = 0: the corrupted run, 0; every edge: 1);
+  the circuit is the smallest n that reaches `target`. Undefined (NaN) where |clean - corrupt| < 0.1 nats.
+- onsets (derived across steps, docs/edges.md): carried, the rise onset of |score| (`transition.rise_onset`, as
+  for heads); used, the first step from which the edge is in the circuit for ONSET_M checkpoints. The findings
+  list the first edges by carried onset among those that are in the circuit at some step.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from interp.analysis.common import across_of, no_grad, select_steps
+from interp.analysis.findings import Rows
+from interp.analysis.registry import Analysis, N_PAIRS, Option, parse_edge_method, parse_switch, positive_int, unit_fraction
+from interp.errors import InterpError
+from interp.formatting import fmt
+from interp.runs import Run
+from interp.transition import ONSET_M, onset, rise_onset
+
+if TYPE_CHECKING or "torch" in sys.modules:
+    from torch import nn
+
+DEFAULT_PAIRS = 64  # the patching analysis's
+DEFAULT_METHOD = "eap-ig"
+DEFAULT_IG_STEPS = 5
+DEFAULT_TARGET = 0.8
+GUARD = 0.1  # nats: below this |clean - corrupt| the faithfulness is undefined (the patching analysis's guard)
+FIRST_SHOWN = 10
+DEFAULTS = {"n_pairs": DEFAULT_PAIRS, "method": DEFAULT_METHOD, "ig_steps": DEFAULT_IG_STEPS,
+            "target": DEFAULT_TARGET, "exact": False}
+
+
+def check_params(params: dict) -> dict:
+    """The parameters checked (a one-line InterpError naming what is wrong and what is allowed)."""
+    out = dict(params)
+    try:
+        out["method"], out["target"] = parse_edge_method(out["method"]), unit_fraction(out["target"])
+    except ValueError as exc:
+        raise InterpError(f"edges: {exc}") from None
+    m = out["ig_steps"]
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise InterpError(f"edges: ig_steps must be a positive integer, got {m!r}")
+    return out
+
+
+def check_model(model: nn.Module) -> None:
+    """The edge graph is that of the interp model family (`interp.fastpath.problems`); refuse any other."""
+    from interp.fastpath import problems
+
+    found = problems(model)
+    if found:
+        raise InterpError(f"the edge graph supports the interp model family only (got {', '.join(found)})")
+
+
+def _kind(receiver: str) -> str:
+    return receiver.rsplit(".", 1)[1] if "." in receiver else ("logits" if receiver == "logits" else "mlp")
+
+
+def _layer(name: str, n_layers: int) -> int:
+    if name == "embed":
+        return -1
+    if name == "logits":
+        return n_layers
+    return int(name[3:]) if name.startswith("MLP") else int(name[1 : name.index("H")])
+
+
+@no_grad
+def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_pairs: int = DEFAULT_PAIRS,
+            method: str = DEFAULT_METHOD, ig_steps: int = DEFAULT_IG_STEPS, target: float = DEFAULT_TARGET,
+            exact: bool = False, device: str = "cpu") -> dict[str, pd.DataFrame]:
+    """Every edge's attribution score at `step` and the circuit, on the patching analysis's `n_pairs` pairs.
+
+    Returns {"edges": one row per edge: step, edge ("SENDER->RECEIVER"), sender, receiver, kind (q, k, v, mlp,
+    logits), sender_layer (-1: the embeddings), receiver_layer (n_layers: the logits), score (nats), rank (1: the
+    largest |score|), in_circuit, exact (LD gained by patching the edge alone; NaN unless `exact`), method,
+    ig_steps, n_pairs, clean_ld, corrupt_ld;
+    "edges_curve": one row per circuit size n = 0..E: step, n_edges, patched_ld, faithfulness, circuit (True at
+    the circuit's size), target}."""
+    import torch
+
+    from interp.analysis.edge_graph import EdgeGraph, attribution, exact_patching, faithfulness_curve, prepare, recorded
+    from interp.analysis.patching import make_pairs
+
+    p = check_params({"method": method, "ig_steps": ig_steps, "target": target})
+    method, ig_steps, target = p["method"], p["ig_steps"], p["target"]
+    if model is None:
+        model = run.model(step, device=device)
+    check_model(model)
+    device = str(next(model.parameters()).device)
+    task = run.task
+    pairs = make_pairs(task, n_pairs, run.spec.seed)
+    pos = task.layout.decision_pos
+    graph = EdgeGraph.of(model)
+    batch = prepare(model, *(pairs[k][:, : pos + 1].to(device) for k in ("clean", "corrupt")),
+                    pairs["good"].to(device), pairs["bad"].to(device))
+    clean_outs, clean_ld = recorded(model, graph, batch, "clean")
+    corrupt_outs, corrupt_ld = recorded(model, graph, batch, "corrupt")
+    clean_ld, corrupt_ld = float(clean_ld.double().mean()), float(corrupt_ld.double().mean())
+    m = 1 if method == "eap" else ig_steps
+    scores = attribution(model, graph, batch, m, clean_outs, corrupt_outs)
+    s_idx = torch.tensor([s for s, _ in graph.edges], device=scores.device)
+    r_idx = torch.tensor([r for _, r in graph.edges], device=scores.device)
+    score = scores[s_idx, r_idx].double().cpu()
+    order = torch.argsort(-score.abs(), stable=True)
+    curve = faithfulness_curve(model, graph, batch, order, corrupt_outs).double().cpu()
+    span = clean_ld - corrupt_ld
+    faith = (curve - corrupt_ld) / span if abs(span) >= GUARD else torch.full_like(curve, float("nan"))
+    reached = torch.nonzero(faith >= target - 1e-9).view(-1)  # the full graph is 1 up to rounding
+    size = int(reached[0]) if len(reached) else None
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(1, len(order) + 1)
+    effect = (exact_patching(model, graph, batch, clean_outs=clean_outs).double().cpu() - corrupt_ld) if exact \
+        else torch.full_like(score, float("nan"))
+    names = [(graph.senders[s], graph.receivers[r]) for s, r in graph.edges]
+    n_layers = graph.n_layers
+    edges = pd.DataFrame({
+        "step": step, "edge": [f"{s}->{r}" for s, r in names], "sender": [s for s, _ in names],
+        "receiver": [r for _, r in names], "kind": [_kind(r) for _, r in names],
+        "sender_layer": [_layer(s, n_layers) for s, _ in names], "receiver_layer": [_layer(r, n_layers) for _, r in names],
+        "score": score.numpy(), "rank": rank.numpy(),
+        "in_circuit": (rank.numpy() <= size) if size is not None else False, "exact": effect.numpy(),
+    })
+    edges["method"], edges["ig_steps"], edges["n_pairs"] = method, m, len(batch.good)
+    edges["clean_ld"], edges["corrupt_ld"] = clean_ld, corrupt_ld
+    sizes = torch.arange(len(curve))
+    curve_df = pd.DataFrame({"step": step, "n_edges": sizes.numpy(), "patched_ld": curve.numpy(),
+                             "faithfulness": faith.numpy(), "circuit": (sizes == size).numpy() if size is not None
+                             else False})
+    curve_df["target"] = target
+    return {"edges": edges, "edges_curve": curve_df}
+
+
+across = across_of("edges")  # {table: DataFrame}
+METHOD = Option("edge-method", "method", "edges: attribution method (default: eap-ig)", parse_edge_method,
+                choices=("eap", "eap-ig"), metavar="eap|eap-ig")
+IG_STEPS = Option("ig-steps", "ig_steps", "edges: EAP-IG interpolation steps (default: 5)", positive_int, metavar="M")
+TARGET = Option("faithfulness", "target", "edges: the circuit's faithfulness target, in (0, 1] (default: 0.8)",
+                unit_fraction, metavar="F")
+EXACT = Option("exact-edges", "exact", "edges: also patch every edge alone, the reference (default off)", parse_switch,
+               choices=("on", "off"), metavar="on|off")
+ENTRY = Analysis(
+    "edges", __name__, "edge attribution (EAP / EAP-IG) of every edge, the circuit and its faithfulness, every checkpoint",
+    default=False, tables=("edges", "edges_curve"), options=(N_PAIRS, METHOD, IG_STEPS, TARGET, EXACT), order=55,
+)
+
+
+def scores(run: Run, step: int | str = "last", **params) -> pd.DataFrame:
+    """The "edges" table at one step (a tidy table: one row per edge)."""
+    ((step, _),) = select_steps(run, [step])
+    return at_step(run, step, **{**DEFAULTS, **params})["edges"]
+
+
+# ---------------------------------------------------------------------------- across steps: circuits and onsets
+def circuits(curve: pd.DataFrame) -> pd.DataFrame:
+    """One row per step: the circuit's size (NaN: the target is never reached or the metric is undefined), its
+    faithfulness, the target and the number of edges."""
+    rows = []
+    for step, part in curve.groupby("step", sort=True):
+        hit = part[part["circuit"].astype(bool)]
+        rows.append({"step": int(step), "size": float(hit["n_edges"].iloc[0]) if len(hit) else math.nan,
+                     "faithfulness": float(hit["faithfulness"].iloc[0]) if len(hit) else math.nan,
+                     "target": float(part["target"].iloc[0]), "n_edges_total": int(part["n_edges"].max())})
+    return pd.DataFrame(rows)
+
+
+def onsets(edges: pd.DataFrame, m: int = ONSET_M) -> pd.DataFrame:
+    """One row per edge: carried_onset (the rise onset of |score|, the heads' rule), used_onset (the first step
+    from which it is in the circuit for m checkpoints), ever_in_circuit and last_abs_score (|score| at the last
+    step); ordered by carried onset (never: last), then by the last step's |score|."""
+    rows = []
+    last = edges["step"].max()
+    for edge, part in edges.sort_values("step").groupby("edge", sort=False):
+        magnitude = part["score"].abs().to_numpy(dtype=float)
+        carried = rise_onset(part["step"], magnitude) if len(part) > 1 else None
+        used = onset(part["step"], part["in_circuit"].astype(float), 0.5, m=m)
+        rows.append({"edge": edge, "sender": part["sender"].iloc[0], "receiver": part["receiver"].iloc[0],
+                     "carried_onset": carried, "used_onset": used, "ever_in_circuit": bool(part["in_circuit"].any()),
+                     "last_abs_score": float(part.loc[part["step"] == last, "score"].abs().max())})
+    df = pd.DataFrame(rows)
+    df["_never"] = df["carried_onset"].isna()
+    df = df.sort_values(["_never", "carried_onset", "last_abs_score"], ascending=[True, True, False])
+    out = df.drop(columns="_never").reset_index(drop=True)
+    for col in ("carried_onset", "used_onset"):
+        out[col] = out[col].astype("Int64")
+    return out
+
+
+def derive(run: Run, tables: dict) -> dict:
+    """The suite's derived tables: each edge's onsets, each step's circuit."""
+    return {"edges_onsets": onsets(tables["edges"]), "edges_circuit": circuits(tables["edges_curve"])}
+
+
+# ---------------------------------------------------------------------------- findings and summary rows
+def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
+    edges, curve = tables["edges"], tables["edges_curve"]
+    by_onset = onsets(edges)
+    circuit = by_onset[by_onset["ever_in_circuit"]]  # an edge that never enters the circuit carries little
+    first = (circuit if len(circuit) else by_onset).head(FIRST_SHOWN)
+    out = {"edges_method": str(edges["method"].iloc[0]),
+           "edges_first": [[str(r.edge), None if pd.isna(r.carried_onset) else int(r.carried_onset)]
+                           for r in first.itertuples()]}
+    if t is not None:
+        steps = sorted(curve["step"].unique())
+        at = min(steps, key=lambda s: (abs(s - t), s))
+        row = circuits(curve[curve["step"] == at]).iloc[0]
+        out.update({"edges_tau_step": int(at), "edges_tau_size": None if math.isnan(row["size"]) else int(row["size"]),
+                    "edges_tau_faithfulness": None if math.isnan(row["faithfulness"]) else float(row["faithfulness"])})
+    head = found.get("routing_head")
+    if head is not None and out["edges_first"]:
+        out["edges_routing_first"] = out["edges_first"][0][0].split("->")[0] == head
+    return out
+
+
+def rows(f: dict, tables: dict) -> Rows:
+    if "edges_first" not in f:
+        return []
+    first = ", ".join(f"{e} ({fmt(s, none='never')})" for e, s in f["edges_first"][:3])
+    text = f"{f['edges_method']}: first circuit edges by onset {first}"
+    if "edges_tau_step" in f:
+        text += (f"; circuit at step {f['edges_tau_step']} (nearest tau): {fmt(f['edges_tau_size'], none='-')} edges, "
+                 f"faithfulness {fmt(f['edges_tau_faithfulness'], '.2f')}")
+    return [("edges", text)]

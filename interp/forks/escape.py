@@ -1,0 +1,167 @@
+"""When a fork has escaped: the escape criterion, and the Gamma range its per-step median is taken over.
+
+A criterion is `METRIC<THRESHOLD[,hold=STEPS]` (or `>` for a metric that rises, such as an
+accuracy). METRIC is an evaluated column of metrics.jsonl (`interp.names.METRICS`); THRESHOLD is
+absolute ("loss_first<3.0", nats) or in units of log K ("loss_cand<0.5logK"). A fork escapes at
+the first evaluation at or after the fork step that starts a held stretch: every evaluation from
+it through it + hold steps is past the threshold (hold 0: that evaluation alone). A stretch
+whose hold runs past the last evaluation is not known to hold: a finished fork without a held
+stretch is censored (a lower bound), never counted. The default is today's, tau_half:
+`loss_cand<0.5logK` with no hold; the author's (SPEC 9.2) is `loss_first<3.0,hold=500`.
+
+A family stores a criterion that is not the default in its forks.json (`"escape"`, absent =
+the default), so families made before keep theirs; `interp fork status FAMILY --escape ...`
+re-judges the same forks' logs under another one without training.
+
+The Gamma range `A:B` (`--gamma-window`) says the shadow runs over the first B steps after the
+fork and the per-step ratio ||u - s||^2 / ||s||^2 is summarised by its median over the samples
+at steps A..B after the fork (inclusive); a plain `B` is `0:B`. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from interp.errors import InterpError
+from interp.names import METRICS
+
+LOG_K = "logK"
+_FORM = "METRIC<THRESHOLD[,hold=STEPS]"
+_PATTERN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*([<>])\s*([^,]*?)\s*(?:,\s*(.*?)\s*)?$")
+_NUMBER = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(\*?\s*logK)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class EscapeCriterion:
+    """`metric` below (`op` "<") or above (">") `threshold` (times log K when `in_log_k`), held `hold` steps."""
+
+    metric: str = "loss_cand"
+    op: str = "<"
+    threshold: float = 0.5
+    in_log_k: bool = True
+    hold: int = 0
+
+    @property
+    def text(self) -> str:
+        """The criterion as it is written and stored ("loss_first<3,hold=500")."""
+        value = f"{self.threshold:g}" + (LOG_K if self.in_log_k else "")
+        return f"{self.metric}{self.op}{value}" + (f",hold={self.hold}" if self.hold else "")
+
+    @property
+    def words(self) -> str:
+        """The criterion in words, for tables and reports ("loss_first < 3 held 500 steps")."""
+        value = f"{self.threshold:g}" + (" log K" if self.in_log_k else "")
+        return f"{self.metric} {self.op} {value}" + (f" held {self.hold} steps" if self.hold else ", no hold")
+
+    @property
+    def is_default(self) -> bool:
+        return self == DEFAULT
+
+    def limit(self, log_k: float) -> float:
+        """The threshold in the metric's own units for a run of this log K."""
+        return self.threshold * log_k if self.in_log_k else self.threshold
+
+    def check_horizon(self, horizon: int) -> None:
+        if self.hold > horizon:
+            raise InterpError(f"--escape {self.text}: the hold ({self.hold} steps) is longer than the horizon "
+                              f"({horizon} steps after the fork); give a hold of at most {horizon}")
+
+    def judge(self, steps: Sequence[int], values: Sequence[float | int | None], fork_step: int, log_k: float) -> int | None:
+        """The first evaluated step >= `fork_step` that starts a held stretch, or None (see the module docstring)."""
+        return held_escape(steps, values, fork_step, self.limit(log_k), self.hold, self.op)
+
+
+DEFAULT = EscapeCriterion()
+AUTHOR = EscapeCriterion("loss_first", "<", 3.0, False, 500)
+
+
+def parse_escape(text: str | EscapeCriterion | None) -> EscapeCriterion:
+    """A criterion from its text (None: the default); one clear error naming what is wrong and what is allowed."""
+    if text is None:
+        return DEFAULT
+    if isinstance(text, EscapeCriterion):
+        return text
+    where = f"--escape {text!r}"
+    match = _PATTERN.match(str(text))
+    if not match:
+        raise InterpError(f"{where} is not a criterion: write {_FORM}, e.g. loss_cand<0.5logK or "
+                          f"loss_first<3.0,hold=500")
+    metric, op, value, rest = match.groups()
+    if metric not in METRICS:
+        raise InterpError(f"{where}: unknown metric {metric!r}; allowed (the evaluated columns of metrics.jsonl): "
+                          f"{', '.join(METRICS)}")
+    number = _NUMBER.match(value)
+    threshold = float(number.group(1)) if number else math.nan
+    if not number or not math.isfinite(threshold):
+        raise InterpError(f"{where}: the threshold must be a finite number, in nats or in units of log K "
+                          f"(e.g. 3.0 or 0.5logK), got {value!r}")
+    hold = 0
+    if rest is not None:
+        key, eq, steps = rest.partition("=")
+        if key.strip() != "hold" or not eq or not re.fullmatch(r"\s*\d+\s*", steps):
+            raise InterpError(f"{where}: after the threshold only hold=STEPS (a whole number >= 0) may follow, "
+                              f"got {rest!r}")
+        hold = int(steps)
+    return EscapeCriterion(metric, op, threshold, bool(number.group(2)), hold)
+
+
+def criterion_of(design: dict) -> EscapeCriterion:
+    """The criterion a family's design stores (absent: the default, as for families made before it could)."""
+    return parse_escape(design.get("escape"))
+
+
+def held_escape(steps: Sequence[int], values: Sequence[float | int | None], fork_step: int, limit: float, hold: int,
+                op: str = "<") -> int | None:
+    """The first evaluated step s >= fork_step such that every evaluation in [s, s + hold] is past `limit`
+    (NaN never is) and one was made at or after s + hold (the stretch is known to hold); None if none."""
+    after = [(int(s), math.nan if v is None else float(v)) for s, v in zip(steps, values) if s >= fork_step]
+    past = [(v < limit) if op == "<" else (v > limit) for _, v in after]  # NaN compares False: never past
+    last = after[-1][0] if after else None
+    broken = len(after)  # index of the first evaluation at or after i that is not past the threshold
+    firsts = [0] * len(after)
+    for i in range(len(after) - 1, -1, -1):
+        if not past[i]:
+            broken = i
+        firsts[i] = broken
+    for i, (s, _) in enumerate(after):
+        if not past[i] or s + hold > last:
+            continue
+        end = firsts[i]
+        if end == len(after) or after[end][0] > s + hold:
+            return s
+    return None
+
+
+# ---------------------------------------------------------------------------- the Gamma range
+def parse_gamma_window(text) -> tuple[int, int]:
+    """(A, B) from "A:B" or "B" (A = 0): steps after the fork, 0 <= A <= B, B >= 1."""
+    raw = str(text).strip()
+    match = re.fullmatch(r"(?:(\d+)\s*:\s*)?(\d+)", raw)
+    if not match:
+        raise InterpError(f"--gamma-window {text!r}: give the window's length B or a range A:B of steps after the "
+                          f"fork (whole numbers, 0 <= A <= B, B >= 1), e.g. 200 or 100:500")
+    lo, hi = int(match.group(1) or 0), int(match.group(2))
+    if hi < 1 or lo > hi:
+        raise InterpError(f"--gamma-window {text!r}: the range A:B needs 0 <= A <= B and B >= 1")
+    return lo, hi
+
+
+def check_gamma_window(window: tuple[int, int], horizon: int) -> None:
+    lo, hi = window
+    if hi > horizon:
+        raise InterpError(f"--gamma-window {lo}:{hi} lies outside the horizon ({horizon} steps after the fork); give "
+                          f"a window within 1..{horizon}")
+
+
+def gamma_median(steps: Sequence[int], ratios: Sequence[float | int | None], fork_step: int, window: tuple[int, int]) -> float:
+    """The median of the finite per-step ratios sampled at steps fork_step + A .. fork_step + B (NaN when none)."""
+    lo, hi = fork_step + window[0], fork_step + window[1]
+    picked = sorted(float(r) for s, r in zip(steps, ratios)
+                    if lo <= s <= hi and r is not None and math.isfinite(float(r)))
+    if not picked:
+        return math.nan
+    mid = len(picked) // 2
+    return picked[mid] if len(picked) % 2 else (picked[mid - 1] + picked[mid]) / 2

@@ -1,0 +1,488 @@
+"""The reconciliation table: each published claim beside ours, with a verdict (docs/reconciliation.md).
+
+One row per claim (`interp.mechanisms.reconcile_rules.CLAIMS`) and per path that measures it:
+the author's number and its source, ours under the author's definition where the toolkit can
+compute it and it differs from ours, ours under ours with its interval and the runs it rests on,
+the differences in setting (our runs' specs against the author's), and the verdict of the rules
+written down before any table was measured. `reconcile(paths)` pools runs, sweeps and fork
+families: each gives the rows it can measure; a claim none measures is one row, not measured,
+with the command that would measure it.
+
+Nothing is recomputed: the per-run numbers are the mechanism table's evidence
+(`interp.mechanisms.table`, which computes the cheap analyses unless compute=False and caches
+them), the family-level numbers the sweep fits (`sweep_fits`, `circuit_fits`) and the fork
+comparison (`interp.sweeps.forks`), the leads the transition facts of each metrics log.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+
+from interp.errors import InterpError
+from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, NOT_MEASURED, VERDICTS, Claim
+from interp.mechanisms.reconcile_rules import setting_differences, verdict
+from interp.mechanisms.rules import Measure
+
+FIELDS = ("n_layers", "n_heads", "d_model", "d_mlp", "k", "n_bases", "lr", "batch_size", "checkpoint_every")
+# claim -> the mechanism evidence's per-run measure it reads (interp.mechanisms.evidence)
+FROM_EVIDENCE = {"collective_snap": "coverage", "saddle": "spinodal", "consistency_plateau": "random_walk",
+                 "selector_snr": "cancellation_snr", "noise_signal": "noise_signal", "coherence": "coherence",
+                 "anisotropy": "anisotropy"}
+
+
+@dataclass
+class Gathered:
+    """What one path measures: per claim key, ours and ours under the author's definition, and why not."""
+
+    path: str
+    kind: str
+    settings: dict[str, list] = field(default_factory=dict)
+    ours: dict[str, Measure] = field(default_factory=dict)
+    author: dict[str, Measure] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)  # why ours is not measured
+    missing_author: dict[str, str] = field(default_factory=dict)  # why ours under the author's definition is not
+    same: set = field(default_factory=set)  # fixed setting differences that do not apply (a relapsed fork state)
+    more: dict[str, list[str]] = field(default_factory=dict)  # claim -> setting differences found in the data
+    run_path: str = ""  # the run an analysis command names (a family's parent)
+
+
+@dataclass
+class ReconcileTable:
+    """The rows (dicts with COLUMNS) and the paths they were measured on."""
+
+    sources: list[dict]
+    rows: list[dict]
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    damaged: dict[str, str] = field(default_factory=dict)
+
+    COLUMNS = ("key", "claim", "author", "source", "author_def", "author_value", "author_low", "author_high",
+               "value", "low", "high", "n_runs", "detail", "measured_on", "setting", "definition", "verdict", "why",
+               "command")
+
+    def to_dict(self) -> dict:
+        from interp.sweeps.fits import jsonable
+
+        return jsonable({"sources": self.sources, "rows": self.rows, "notes": self.notes, "damaged": self.damaged,
+                         "verdicts": list(VERDICTS), "rules": "docs/reconciliation.md"})
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ReconcileTable:
+        """The table back from `to_dict` (JSON's nulls read as NaN in the numeric columns)."""
+        nums = ("author_value", "author_low", "author_high", "value", "low", "high")
+        rows = [{**r, **{k: math.nan if r.get(k) is None else r[k] for k in nums}} for r in d["rows"]]
+        return cls(d["sources"], rows, list(d.get("notes", [])), [], dict(d.get("damaged", {})))
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=list(self.COLUMNS))
+
+    def verdict(self, key: str) -> list[str]:
+        """The verdicts of claim `key` (one per path that measures it)."""
+        return [r["verdict"] for r in self.rows if r["key"] == key]
+
+    def summary(self) -> str:
+        paths = ", ".join(f"{s['path']} ({s['kind']})" for s in self.sources)
+        lines = [f"reconciliation of {paths}; rules: docs/reconciliation.md"]
+        for r in self.rows:
+            where = f" [{r['measured_on']}]" if r["measured_on"] and len(self.sources) > 1 else ""
+            lines.append(f"- {r['claim']}{where}: {r['verdict'].upper()}")
+            lines.append(f"    author: {r['author']} ({r['source']})")
+            lines.append(f"    ours: {_value(r, '')} ({r['n_runs']} run{'s' if r['n_runs'] != 1 else ''})"
+                         f"   under the author's definition: {r['author_def']}")
+            if r["setting"]:
+                lines.append(f"    setting: {r['setting']}")
+            lines.append(f"    {r['why']}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        """The table as an HTML fragment (no script; the report's styles)."""
+        head = "".join(f"<th>{h}</th>" for h in ("claim", "author (source)", "ours, author's definition", "ours",
+                                                    "runs", "setting differs", "verdict", "why"))
+        body = []
+        for r in self.rows:
+            cls = r["verdict"].replace(" ", "-").replace(":", "")
+            cells = (r["claim"] + (f" [{r['measured_on']}]" if r["measured_on"] and len(self.sources) > 1 else ""),
+                     f"{r['author']} ({r['source']})", r["author_def"], _value(r, ""), str(r["n_runs"] or ""),
+                     r["setting"], r["verdict"], r["why"])
+            body.append(f"<tr class='verdict-{cls}'>" + "".join(
+                f"<td>{'<b>' if i == 6 else ''}{html.escape(c)}{'</b>' if i == 6 else ''}</td>"
+                for i, c in enumerate(cells)) + "</tr>")
+        notes = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in self.notes)
+        return (f"<table class='summary mechanisms reconcile'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
+                f"</tbody></table>{notes}")
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        counts: dict[str, int] = {}
+        for r in self.rows:
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        return f"ReconcileTable({len(self.sources)} path(s), " + ", ".join(f"{v} {k}" for k, v in counts.items()) + ")"
+
+
+def _value(r: dict, prefix: str) -> str:
+    v, lo, hi = r[f"{prefix}value"], r[f"{prefix}low"], r[f"{prefix}high"]
+    if v is None or not math.isfinite(v):
+        return "—"
+    if lo is None or hi is None or (math.isnan(lo) and math.isnan(hi)):
+        return f"{v:.3g}"
+    return f"{v:.3g} [{lo:.3g}, {'inf' if math.isinf(hi) else f'{hi:.3g}'}]"
+
+
+# ---------------------------------------------------------------------------- gathering
+def _point(value, detail: str, n: int = 1) -> Measure | None:
+    return None if value is None or not math.isfinite(float(value)) else Measure(float(value), n_runs=n, detail=detail)
+
+
+def _mean(values: list[float], detail: str) -> Measure | None:
+    """One value: itself; several: the mean with a bootstrap-t interval over them (the mechanism table's pooling)."""
+    import numpy as np
+
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if len(v) < 2:
+        return _point(v[0], detail) if len(v) else None
+    from interp.mechanisms.evidence import LEVEL, N_BOOT
+    from interp.seeding import numpy_generator
+    from interp.sweeps.bootstrap import mean_ci  # scipy.stats: seconds, so only where several runs pool
+
+    mean, lo, hi = mean_ci(v, N_BOOT, LEVEL, numpy_generator(0, "bootstrap"))
+    return Measure(mean, lo, hi, len(v), f"mean over {len(v)} runs of {detail}; bootstrap-t interval")
+
+
+def _settings(specs) -> dict[str, list]:
+    out: dict[str, set] = {f: set() for f in FIELDS}
+    for spec in specs:
+        for f in ("n_layers", "n_heads", "d_model", "d_mlp"):
+            out[f].add(getattr(spec.model, f))
+        out["k"].add(spec.task.k)
+        out["n_bases"].add(spec.task.n_bases)
+        out["lr"].add(spec.train.lr)
+        out["batch_size"].add(spec.train.batch_size)
+        out["checkpoint_every"].add(spec.train.checkpoint_every)
+    return {f: sorted(v) for f, v in out.items()}
+
+
+def _from_evidence(g: Gathered, evidence: list) -> None:
+    """The per-run claims from the mechanism table's evidence (pooled over runs as it pools them)."""
+    from interp.mechanisms.evidence import pooled
+
+    why = ("no run reaches tau_half: no plateau to place" if evidence and all(e.tau is None for e in evidence)
+           else "not in the analysis cache of " + ("the run" if len(evidence) == 1 else "any run"))
+    for key, ev_key in FROM_EVIDENCE.items():  # one run: its own measure (pooling imports scipy.stats: seconds)
+        m = evidence[0].measures.get(ev_key) if len(evidence) == 1 else pooled(evidence, ev_key)
+        if m is not None:
+            g.ours[key] = m
+        else:
+            g.missing[key] = why
+    trans = [e.values.get("random_walk_transition", math.nan) for e in evidence]
+    m = _mean(trans, "the transition's median direction consistency")
+    if m is not None:
+        g.ours["consistency_transition"] = m
+    else:
+        g.missing["consistency_transition"] = "no transition checkpoints with a cached trajectory"
+
+
+def _lead_values(run) -> dict:
+    """share, steps, onset under each definition (None when the run never reaches it), and why not."""
+    from interp.transition import LEAD_DEFINITIONS, facts
+
+    f = facts(run)
+    out = {}
+    for name, (t_loss, dz) in LEAD_DEFINITIONS.items():
+        why = f.not_measured(t_loss, dz)
+        lead = f.gap_lead_at(t_loss, dz) if why is None else {"gap_onset": None, "t_loss": None, "gap_lead": None}
+        out[name] = {**lead, "why": why}
+    return out
+
+
+def _run_claims(g: Gathered, run, evidence: list) -> None:
+    """The claims one run measures: the mechanism evidence's, the lead and the attention onset."""
+    from interp.sweeps.circuits import circuit_row
+
+    _from_evidence(g, evidence)
+    leads = _lead_values(run)
+    for name, target in (("ours", g.ours), ("author", g.author)):
+        lead = leads[name]
+        m = _point(lead["gap_lead"], f"t_loss {lead['t_loss']}, t(dz > 0.1) {lead['gap_onset']}")
+        if m is not None:
+            target["lead_share"] = m
+        else:
+            missing = g.missing_author if name == "author" else g.missing
+            missing["lead_share"] = lead["why"] or f"the run never reaches t_loss or the dz onset ({name})"
+    row = circuit_row(run, "done", censored=evidence[0].tau is None if evidence else True)
+    attn = row.get("carried_attn_onset", math.nan)
+    for name, target in (("ours", g.ours), ("author", g.author)):
+        onset = leads[name]["gap_onset"]
+        m = _point(attn / onset if onset and math.isfinite(attn) else None,
+                   f"attention onset {attn:.0f} / t(dz > 0.1) {onset}")
+        if m is not None:
+            target["attention_onset"] = m
+        elif name == "author" and leads[name]["why"]:
+            g.missing_author["attention_onset"] = leads[name]["why"]
+    if "attention_onset" not in g.ours:
+        why = row.get("circuits_reason") or "no attention onset or no dz onset in the run"
+        g.missing["attention_onset"] = why.replace("interp analyze SWEEP", f"interp analyze {run.path}")
+
+
+def _gather_run(run, compute: bool, progress: bool, mech=None) -> tuple[Gathered, object]:
+    from interp.mechanisms.table import for_run
+
+    mech = mech or for_run(run, compute=compute, progress=progress)
+    g = Gathered(str(run.path), "run", _settings([run.spec]), run_path=str(run.path))
+    _run_claims(g, run, mech.evidence)
+    return g, mech
+
+
+def _fit(g: Gathered, key: str, fits, name: str, make, author: bool = False) -> None:
+    """Claim `key` from the fit `name` of `fits` (made by `make`), or why it is not measured."""
+    target, missing = (g.author, g.missing_author) if author else (g.ours, g.missing)
+    if name in fits.results:
+        m = make(fits.results[name])
+        if m is not None and m.usable:
+            target[key] = m
+            return
+        missing.setdefault(key, f"{name}: {m.detail if m is not None and m.detail else 'the fit gives no value'}")
+    missing.setdefault(key, fits.problems.get(name, f"{name}: the fit gives no value"))
+
+
+def _slope(fit, detail: str) -> Measure | None:
+    return None if fit is None else Measure(fit.slope, fit.ci[0], fit.ci[1], fit.n_used, detail + ": " + fit.summary())
+
+
+def _gather_sweep(sweep, compute: bool, progress: bool, mech=None) -> tuple[Gathered, object]:
+    from interp.mechanisms.table import for_sweep
+
+    mech = mech or for_sweep(sweep, compute=compute, progress=progress)
+    table = sweep.table(circuits=True)
+    done = table[table["status"] == "done"]
+    g = Gathered(str(sweep.path), "sweep", _settings([sweep.run(str(n)).spec for n in done["run"]]),
+                 run_path=str(sweep.path))
+    _from_evidence(g, mech.evidence)
+    table_claims(g, table)
+    beta = next(r for r in mech.rows if r["key"] == "cancellation")
+    if beta["verdict"] != NOT_MEASURED:
+        g.ours["cancellation_beta"] = Measure(beta["value"], beta["low"], beta["high"], beta["n_runs"], beta["detail"])
+    else:
+        g.missing["cancellation_beta"] = beta["why"]
+    return g, mech
+
+
+def table_claims(g: Gathered, table) -> None:
+    """The family-level claims of a sweep table (`Sweep.table(circuits=True)`): the sweep fits, the circuit
+    fits under both definitions, and the attention onset against the dz onset of each run."""
+    from interp.sweeps.circuit_fits import circuit_fits
+    from interp.sweeps.family import Fits, attempt, sweep_fits
+
+    done = table[table["status"] == "done"]
+    fits, circ = sweep_fits(table), circuit_fits(table)
+    _fit(g, "scaling", fits, "scaling", lambda f: Measure(f.delta, f.ci[0], f.ci[1], f.n_used, f.summary()))
+    _fit(g, "fixed_d", fits, "fixed_d", lambda f: _slope(f.fit, "log tau against log K at fixed D"))
+    _fit(g, "noise_lr", fits, "noise", lambda f: _slope(f.lr, "log tau_half against log lr"))
+    _fit(g, "noise_batch", fits, "noise", lambda f: _slope(f.batch, "log tau_half against log batch size"))
+    window = attempt(Fits(), {"noise": (True, "", lambda: _noise_window(table))})
+    _fit(g, "noise_lr", window, "noise", lambda f: _slope(f.lr, "log tau_window against log lr"), author=True)
+    _fit(g, "noise_batch", window, "noise", lambda f: _slope(f.batch, "log tau_window against log batch"), author=True)
+    _fit(g, "asymmetry", fits, "asymmetry",
+         lambda f: Measure(f.geo_mean_ratio, f.ci[0], f.ci[1], f.n_pairs, f.summary()))
+    for suffix, author in (("", False), ("_author", True)):
+        _fit(g, "lead_share", circ, "lead_share" + suffix,
+             lambda f: Measure(f.mean, f.mean_ci[0], f.mean_ci[1], f.n_used, f.summary()), author)
+        _fit(g, "lead_trend", circ, "lead_share" + suffix,
+             lambda f: Measure(f.slope, f.ci[0], f.ci[1], f.n_used, f"slope of the share against log K ({f.method})"),
+             author)
+        _fit(g, "lead_exponent", circ, "lead_exponent" + suffix,
+             lambda f: Measure(f.delta, f.ci[0], f.ci[1], f.n_used, f.summary()), author)
+    for name, onset in (("ours", "gap_onset"), ("author", "gap_onset_author")):
+        if "carried_attn_onset" in done and onset in done:
+            ratio = (done["carried_attn_onset"].astype(float) / done[onset].astype(float)).tolist()
+            m = _mean(ratio, "attention onset / t(dz > 0.1)")
+            if m is not None:
+                (g.ours if name == "ours" else g.author)["attention_onset"] = m
+    if "attention_onset" not in g.ours:
+        g.missing["attention_onset"] = "no run has a cached attention onset (the circuits analyses) and a dz onset"
+
+
+def _noise_window(table):
+    from interp.sweeps.conditions import noise
+
+    return noise(table, y="tau_window", direction="bz_to_a")
+
+
+def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Gathered, object]:
+    from interp.mechanisms.table import for_family
+
+    mech = mech or for_family(family, compute=compute, progress=progress)
+    gone = family.parent_problem()
+    g = Gathered(str(family.path), "fork family", run_path=family.design["parent"])
+    if not gone:
+        g.settings = _settings([family.parent.spec])
+        _run_claims(g, family.parent, mech.evidence)
+    if not gone and _relapsed(family):
+        g.same.add(FORK_STATE)
+    row = next(r for r in mech.rows if r["key"] == "entropic_forks")
+    if row["verdict"] != NOT_MEASURED:
+        g.ours["fork_full_batch"] = Measure(row["value"], row["low"], row["high"], row["n_runs"], row["detail"])
+    else:
+        g.missing["fork_full_batch"] = row["why"]
+    _fork_arms(g, family.table())
+    return g, mech
+
+
+def _relapsed(family) -> bool:
+    """Whether every fork step lies at or after the parent's relapse (`interp fork RUN --at relapse`), as the
+    author's forks do: a relapsed state, not the first plateau."""
+    from interp.forks.relapse import relapse_step
+
+    try:
+        step = relapse_step(family.parent)
+    except InterpError:
+        return False
+    return step is not None and min(family.design["steps"]) >= step
+
+
+def _fork_arms(g: Gathered, table) -> None:
+    """The trap ratios (each noise arm's median escape over the full-batch arm's) and the realised Gamma."""
+    import pandas as pd
+
+    from interp.sweeps.forks import forks
+
+    criterion = str(table["escape_criterion"].dropna().iloc[0]) if "escape_criterion" in table and \
+        table["escape_criterion"].notna().any() else "tau_half after the fork"
+    if "hold" in criterion or "held" in criterion:
+        g.same.add(FORK_ESCAPE)
+    arms = {"fork_isotropic": "isotropic_noise", "fork_measured": "measured_noise", "fork_v_only": "v_only_noise"}
+    rows, why = None, ""
+    with warnings.catch_warnings():  # censored forks enter as lower bounds: the rows' intervals say so
+        warnings.simplefilter("ignore")
+        try:
+            rows = forks(table, reference="full_batch").rows
+        except InterpError as exc:
+            why = str(exc)
+    for key, arm in arms.items():
+        have = None if rows is None else rows[(rows["label"].str.split(":").str[0] == arm)
+                                              & rows["ratio"].astype(float).notna()]
+        if have is None or have.empty:
+            g.missing[key] = why if rows is None else (f"no {arm} fork with a defined ratio to full_batch forks at "
+                                                       f"the same fork step")
+            continue
+        first = have[have["fork_step"] == have["fork_step"].min()]
+        author = first[first["label"].str.contains("xi=isotropic")]  # the author's v-only noise is isotropic
+        r = (author if len(author) else first).iloc[0]
+        if "xi=measured" in str(r["label"]):
+            g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
+        g.ours[key] = Measure(float(r["ratio"]), float(r["ratio_low"]), float(r["ratio_high"]), int(r["n"]),
+                              f"{r['label']} / full_batch median escape ({criterion}) at fork step {int(r['fork_step'])}")
+    done = table[table["status"] == "done"] if "gamma" in table else table.iloc[:0]
+    params = done["arm_params"].astype(str) if "arm_params" in done else pd.Series("", index=done.index, dtype=str)
+    for key, names in (("fork_gamma_v_only", {"v_only_noise"}), ("fork_gamma_both", {"measured_noise", "isotropic_noise"})):
+        pick = done["arm"].isin(names)
+        if key == "fork_gamma_v_only" and (pick & params.str.contains("xi=isotropic")).any():
+            pick &= params.str.contains("xi=isotropic")  # the author's v-only noise
+        elif key == "fork_gamma_v_only" and (pick & params.str.contains("xi=measured")).any():
+            g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
+        m = _mean(done.loc[pick, "gamma"].astype(float).tolist(), f"Gamma of the {'/'.join(sorted(names))} forks")
+        if m is not None:
+            g.ours[key] = m
+        else:
+            g.missing[key] = f"no {' or '.join(sorted(names))} fork with a measured Gamma (gamma_every > 0)"
+
+
+# ---------------------------------------------------------------------------- the rows
+def _why(g: Gathered, c: Claim) -> str:
+    """Why `g` does not measure claim `c` (the author's definition first where only it decides)."""
+    if c.needs_author and c.key in g.missing_author:
+        return g.missing_author[c.key]
+    return g.missing.get(c.key) or g.missing_author.get(c.key, "")
+
+
+def _row(c: Claim, g: Gathered | None, missing: str) -> dict:
+    ours = g.ours.get(c.key) if g else None
+    author = g.author.get(c.key) if g else None
+    diffs = [] if g is None else [d for d in setting_differences(c, g.settings) if d not in g.same] + g.more.get(c.key, [])
+    v, why = verdict(c, ours, author, diffs, missing)
+    where = g.run_path if g else "RUN"
+    if not c.definition:
+        author_def = "the same definition as ours"
+    elif author is not None:
+        author_def = _value({"value": author.value, "low": author.low, "high": author.high}, "")
+    else:
+        author_def = "not measured" + (f": {g.missing_author[c.key]}" if g and c.key in g.missing_author else "")
+    return {
+        "key": c.key, "claim": c.claim, "author": c.author, "source": c.source, "author_def": author_def,
+        "author_value": author.value if author else math.nan, "author_low": author.low if author else math.nan,
+        "author_high": author.high if author else math.nan,
+        "value": ours.value if ours else math.nan, "low": ours.low if ours else math.nan,
+        "high": ours.high if ours else math.nan, "n_runs": (ours or author).n_runs if (ours or author) else 0,
+        "detail": ours.detail if ours else "", "measured_on": g.path if g and (ours or author) else "",
+        "setting": "; ".join(diffs), "definition": c.definition, "verdict": v, "why": why.replace("RUN", where),
+        "command": c.command.replace("RUN", where) if v == NOT_MEASURED else "",
+    }
+
+
+def rows_of(gathered: list[Gathered]) -> list[dict]:
+    """One row per claim and per path that measures it; one not-measured row for a claim none measures."""
+    rows = []
+    for c in CLAIMS:
+        measured = [g for g in gathered if c.key in g.ours or c.key in g.author]
+        for g in measured:
+            rows.append(_row(c, g, _why(g, c)))
+        if not measured:
+            reasons = [f"{g.path}: {_why(g, c)}" for g in gathered if _why(g, c)]
+            kinds = {"run": "run", "sweep": "sweep", "family": "fork family"}
+            missing = "; ".join(reasons) or f"no {kinds[c.on]} among the paths measures it"
+            owner = next((g for g in gathered if _why(g, c)), gathered[0] if gathered else None)
+            row = _row(c, None, missing)
+            if owner is not None:
+                row["why"] = row["why"].replace("RUN", owner.run_path)
+                row["command"] = row["command"].replace("RUN", owner.run_path)
+            rows.append(row)
+    return rows
+
+
+def reconcile(paths, compute: bool = False, progress: bool = False, tables: dict | None = None) -> ReconcileTable:
+    """The reconciliation table of runs, sweeps and fork families (a path or a list of them).
+
+    Every path is opened (and refused in one line when it is none of them) before anything is
+    read. compute=True lets the mechanism table compute and cache its cheap analyses (as
+    `interp mechanisms`); compute=False (the default) reads the caches only. `tables` (path -> MechanismTable)
+    are mechanism tables already built (a report's), whose evidence is used as it is."""
+    from interp.collections.folders import FAMILY, RUN, SWEEP, kind_of, open as open_folder
+
+    paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
+    if not paths:
+        raise InterpError("reconcile: give at least one run, sweep or fork family folder")
+    opened = []
+    for p in paths:
+        from pathlib import Path
+
+        if not Path(p).is_dir():
+            raise InterpError(f"{p} is not a folder: give runs, sweeps or fork family folders")
+        opened.append((kind_of(p), open_folder(p)))
+    gatherers = {RUN: _gather_run, SWEEP: _gather_sweep, FAMILY: _gather_family}
+    gathered, notes, told, damaged = [], [], [], {}
+    for kind, obj in opened:
+        with warnings.catch_warnings(record=True) as caught:  # e.g. censored forks: a note, not a stderr line
+            warnings.simplefilter("always")
+            g, mech = gatherers[kind](obj, compute, progress, (tables or {}).get(str(obj.path)))
+        notes += list(dict.fromkeys(f"{obj.path}: {w.message}" for w in caught))
+        gathered.append(g)
+        notes += [f"{obj.path}: {n}" for n in mech.notes]
+        told += mech.warnings
+        damaged.update(mech.damaged)
+    runs = {os.path.realpath(g.path) for g in gathered if g.kind == "run"}
+    for g in gathered:  # a family whose parent is among the paths: the parent's rows are the run's own
+        if g.kind == "fork family" and os.path.realpath(g.run_path) in runs:
+            per_run = {c.key for c in CLAIMS if c.on == "run"}
+            for d in (g.ours, g.author, g.missing, g.missing_author):
+                for key in per_run & set(d):
+                    del d[key]
+    return ReconcileTable([{"path": g.path, "kind": g.kind} for g in gathered], rows_of(gathered), notes, told,
+                          damaged)

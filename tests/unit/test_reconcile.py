@@ -1,0 +1,257 @@
+"""The reconciliation table (docs/reconciliation.md): its verdict rules on planted measures, every verdict
+reached; the table on the demo (cache-free copy: nothing computed), every claim a row, not-measured rows
+naming a command, the demo's missing author columns said in one line; --json round trip; bad input."""
+
+import json
+import math
+
+import pytest
+
+from interp.mechanisms import reconcile_rules as R
+from interp.mechanisms.reconcile import Gathered, ReconcileTable, reconcile, rows_of, table_claims
+from interp.mechanisms.rules import Measure
+from tests.helpers import DEMO, copy_run, run_main, snapshot
+from tests.synthetic_sweeps import asymmetry_sweep, fixed_d_sweep, noise_sweep, power_law_sweep
+
+
+def m(value, low=math.nan, high=math.nan, n=3):
+    return Measure(value, low, high, n_runs=n)
+
+
+# ---------------------------------------------------------------------------- the rules
+def test_every_verdict_is_reached_on_planted_measures():
+    scaling, lead, trend = R.claim("scaling"), R.claim("lead_share"), R.claim("lead_trend")
+    assert R.verdict(scaling, None, None, [])[0] == R.NOT_MEASURED
+    assert R.verdict(scaling, m(1.2, 1.1, 1.3), None, ["n_layers 2 (author 4)"])[0] == R.REPRODUCED
+    assert R.verdict(scaling, m(0.9, 0.8, 1.0), None, [])[0] == R.NOT_REPRODUCED
+    v, why = R.verdict(scaling, m(0.9, 0.8, 1.0), None, ["n_layers 2 (author 4)"])
+    assert v == R.DIFFERS_SETTING and "n_layers 2 (author 4)" in why
+    # the author's definition agrees with the author, ours does not (and the other way round): a definition
+    v, why = R.verdict(trend, m(-0.02, -0.1, 0.05), m(0.2, 0.1, 0.3), [])
+    assert v == R.DIFFERS_DEFINITION and R.LEAD_DEF in why
+    assert R.verdict(trend, m(0.2, 0.1, 0.3), m(-0.3, -0.4, -0.2), [])[0] == R.DIFFERS_DEFINITION
+    # both agree: reproduced; the author's definition decides where ours is the same
+    assert R.verdict(lead, m(0.5, 0.45, 0.55), m(0.6, 0.5, 0.7), [])[0] == R.REPRODUCED
+    assert set(R.VERDICTS) == {R.NOT_MEASURED, R.REPRODUCED, R.NOT_REPRODUCED, R.DIFFERS_SETTING, R.DIFFERS_DEFINITION}
+
+
+def test_a_claim_that_needs_the_authors_definition_is_not_measured_without_it():
+    lead = R.claim("lead_share")
+    v, why = R.verdict(lead, m(0.5, 0.4, 0.6), None, [], "its metrics log has no train_loss_first column")
+    assert v == R.NOT_MEASURED and "train_loss_first" in why and lead.command in why
+    assert R.verdict(lead, m(0.5, 0.4, 0.6), m(math.nan), [])[0] == R.NOT_MEASURED
+
+
+@pytest.mark.parametrize("c", R.CLAIMS, ids=[c.key for c in R.CLAIMS])
+def test_every_claim_not_measured_names_its_command(c):
+    v, why = R.verdict(c, None, None, [])
+    assert v == R.NOT_MEASURED and c.command in why and c.command.startswith("interp ")
+
+
+def test_a_straddling_interval_does_not_show_a_direction():
+    v, why = R.verdict(R.claim("noise_lr"), m(0.1, -0.2, 0.4), None, [])
+    assert v == R.NOT_REPRODUCED and "straddles" in why
+    assert R.verdict(R.claim("fixed_d"), m(0.1, -0.2, 0.4), None, [])[0] == R.REPRODUCED  # flat: contains 0
+    assert R.verdict(R.claim("fixed_d"), m(0.5, 0.3, 0.7), None, [])[0] == R.NOT_REPRODUCED
+
+
+def test_a_number_is_not_compared_with_an_uninformative_interval():
+    # a bootstrap over too few points, or a censored fork ratio ("> 2"): it overlaps anything, so no number is claimed
+    v, why = R.verdict(R.claim("scaling"), m(1.11, -7e12, 1.26), None, [])
+    assert v == R.NOT_MEASURED and "too wide or unbounded" in why and "scaling-tiny" in why
+    assert R.verdict(R.claim("fork_v_only"), m(6.0, 2.0, math.inf), None, [])[0] == R.NOT_MEASURED
+    assert R.verdict(R.claim("fork_isotropic"), m(6.0, 2.5, math.inf), None, [])[0] == R.REPRODUCED  # a bound suffices
+    assert R.verdict(R.claim("scaling"), m(1.2, 0.2, 2.2), None, [])[0] == R.REPRODUCED  # wide, but within WIDE
+
+
+def test_setting_differences_name_each_field_and_the_forks_state():
+    diffs = R.setting_differences(R.claim("collective_snap"), {"n_layers": [2], "d_model": [128], "k": [10],
+                                                               "lr": [0.003], "batch_size": [128]})
+    assert diffs == ["n_layers 2 (author 4)", "lr 0.003 (author 0.001)"]
+    inside = R.setting_differences(R.claim("scaling"), {"k": [3, 13]})  # a range: ours within the author's
+    assert inside == []
+    assert "k 3..40 (author 3..36)" in R.setting_differences(R.claim("scaling"), {"k": [3, 40]})
+    assert R.FORK_STATE in R.setting_differences(R.claim("fork_v_only"), {})
+
+
+# ---------------------------------------------------------------------------- the table on planted sources
+def test_planted_sources_give_their_own_rows_and_every_verdict():
+    a = Gathered("sweeps/a", "sweep", {"n_layers": [4], "n_heads": [4], "d_model": [128], "d_mlp": [512],
+                                       "n_bases": [1000], "lr": [1e-3], "batch_size": [128]}, run_path="sweeps/a")
+    b = Gathered("sweeps/b", "sweep", {"n_layers": [2]}, run_path="sweeps/b")
+    a.ours["scaling"] = m(1.2, 1.15, 1.25)                       # reproduced
+    b.ours["scaling"] = m(0.9, 0.8, 1.0)                         # differs: setting (2 layers)
+    a.ours["asymmetry"] = m(0.5, 0.4, 0.6)                       # not reproduced in the author's setting
+    a.ours["lead_trend"], a.author["lead_trend"] = m(0.0, -0.1, 0.1), m(0.2, 0.1, 0.3)  # differs: definition
+    b.missing["fixed_d"] = "the sweep does not hold D fixed"
+    rows = rows_of([a, b])
+    by = {}
+    for r in rows:
+        by.setdefault(r["key"], []).append(r)
+    assert {r["key"] for r in rows} == {c.key for c in R.CLAIMS}
+    assert [(r["measured_on"], r["verdict"]) for r in by["scaling"]] == [("sweeps/a", R.REPRODUCED),
+                                                                         ("sweeps/b", R.DIFFERS_SETTING)]
+    assert by["asymmetry"][0]["verdict"] == R.NOT_REPRODUCED
+    assert by["lead_trend"][0]["verdict"] == R.DIFFERS_DEFINITION
+    (fixed,) = by["fixed_d"]
+    assert fixed["verdict"] == R.NOT_MEASURED and "sweeps/b: the sweep does not hold D fixed" in fixed["why"]
+    assert fixed["command"] == R.claim("fixed_d").command
+    assert {r["verdict"] for r in rows} == set(R.VERDICTS)
+
+
+def _judged(table) -> dict:
+    g = Gathered("synthetic", "sweep")
+    table_claims(g, table)
+    return {r["key"]: r for r in rows_of([g])}
+
+
+def test_the_sweep_fits_are_judged_on_synthetic_sweeps_with_a_known_truth():
+    rows = _judged(power_law_sweep(delta=1.2, sigma=0.02))
+    assert rows["scaling"]["verdict"] == R.REPRODUCED and rows["scaling"]["value"] == pytest.approx(1.2, abs=0.05)
+    assert _judged(power_law_sweep(delta=0.6, sigma=0.02))["scaling"]["verdict"] == R.NOT_REPRODUCED
+    assert _judged(fixed_d_sweep(slope=0.0))["fixed_d"]["verdict"] == R.REPRODUCED
+    assert _judged(fixed_d_sweep(slope=0.8, sigma=0.02))["fixed_d"]["verdict"] == R.NOT_REPRODUCED
+    noisy = _judged(noise_sweep(lr_exponent=0.6, batch_exponent=-0.5))
+    # tau_window (the author's) and tau_half (ours) scale alike here: both agree, so reproduced
+    assert noisy["noise_lr"]["verdict"] == R.REPRODUCED and math.isfinite(noisy["noise_lr"]["author_value"])
+    assert noisy["noise_batch"]["verdict"] == R.REPRODUCED
+    assert _judged(asymmetry_sweep(ratio=2.5))["asymmetry"]["verdict"] == R.REPRODUCED
+    assert _judged(asymmetry_sweep(ratio=0.5))["asymmetry"]["verdict"] == R.NOT_REPRODUCED
+    # a table without the author's logged columns: the lead rows are not measured, and say why
+    lead = rows["lead_share"]
+    assert lead["verdict"] == R.NOT_MEASURED and "author" in lead["why"] and lead["command"]
+
+
+def test_the_fork_rows_come_from_a_family_table():
+    import pandas as pd
+
+    from interp.mechanisms.reconcile import _fork_arms
+
+    forks = {"full_batch": ([100, 120], [False, False], [math.nan] * 2),
+             "isotropic_noise": ([math.nan, math.nan], [True, True], [2.0, 2.1]),  # trapped: censored at 3000
+             "measured_noise": ([600, 700], [False, False], [1.9, 2.0]),
+             "v_only_noise": ([550, 600], [False, False], [0.95, 1.05])}
+    rows = [{"run": f"{arm}-s{i}", "status": "done", "fork_step": 100, "arm": arm, "arm_params": "",
+             "steps_run": 3000 if cen[i] else int(esc[i]) + 50, "horizon": 3000, "escape_half": esc[i],
+             "censored_escape_half": cen[i], "gamma": gam[i]}
+            for arm, (esc, cen, gam) in forks.items() for i in range(2)]
+    g = Gathered("forks/f", "fork family")
+    _fork_arms(g, pd.DataFrame(rows))
+    assert g.ours["fork_isotropic"].lo >= 3000 / 120 and math.isinf(g.ours["fork_isotropic"].hi)  # a lower bound
+    assert g.ours["fork_v_only"].value == pytest.approx(575 / 110)
+    assert g.ours["fork_gamma_v_only"].value == pytest.approx(1.0) and g.ours["fork_gamma_v_only"].n_runs == 2
+    assert g.ours["fork_gamma_both"].value == pytest.approx(2.0) and g.ours["fork_gamma_both"].n_runs == 4
+    by = {r["key"]: r for r in rows_of([g])}
+    assert by["fork_isotropic"]["verdict"] == R.REPRODUCED and by["fork_gamma_both"]["verdict"] == R.REPRODUCED
+    assert by["fork_measured"]["verdict"] == R.REPRODUCED  # 650 / 110 > 2: it traps
+    # the author's forks start from a relapsed state with a held escape: named as setting differences
+    assert by["fork_full_batch"]["verdict"] == R.NOT_MEASURED  # no minibatch arm: the mechanism table's row
+    g.ours["fork_v_only"] = m(1.2, 1.0, 1.4)
+    row = {r["key"]: r for r in rows_of([g])}["fork_v_only"]
+    assert row["verdict"] == R.DIFFERS_SETTING and R.FORK_STATE in row["setting"] and R.FORK_ESCAPE in row["setting"]
+
+
+def test_a_sweep_folder_pools_with_a_run_and_names_its_settings(tmp_path, demo_copy):
+    from interp.sweeps.sweep import SweepSpec
+    from tests.helpers import small_spec
+    from tests.synthetic_sweeps import write_sweep_folder
+
+    spec = SweepSpec(base=small_spec(steps=6000, n_bases=24), grid=(("train.lr", (1e-3, 2e-3, 4e-3)),
+                                                                    ("seed", (0, 1))), name="noise")
+    sweep = write_sweep_folder(tmp_path / "noise", spec, lambda s, rng: 500.0 * (s.train.lr / 1e-3) ** 0.7
+                               * math.exp(0.05 * rng.standard_normal()))
+    table = reconcile([sweep.path, demo_copy])
+    assert [s["kind"] for s in table.sources] == ["sweep", "run"]
+    (lr,) = [r for r in table.rows if r["key"] == "noise_lr"]
+    assert lr["measured_on"] == str(sweep.path) and lr["n_runs"] == 6 and lr["low"] <= 0.7 <= lr["high"]
+    assert math.isfinite(lr["author_value"])  # tau_window, the author's definition for the lr sweep
+    assert lr["verdict"] == R.REPRODUCED
+    # the lead share: the sweep's runs and the demo each give a row; neither logged the author's columns
+    leads = [r for r in table.rows if r["key"] == "lead_share"]
+    assert [r["measured_on"] for r in leads] == [str(sweep.path), str(demo_copy)]
+    assert all(r["verdict"] == R.NOT_MEASURED and "author" in r["why"] for r in leads)
+    assert "n_layers 2 (author 4)" in lr["setting"] and "k 4 (author 20)" in lr["setting"]
+
+
+# ---------------------------------------------------------------------------- the demo
+@pytest.fixture(scope="module")
+def demo_copy(tmp_path_factory):
+    return copy_run(DEMO, tmp_path_factory.mktemp("reconcile") / "demo", cache=False)  # no cache: nothing measured
+
+
+def test_the_demo_has_every_row_and_says_what_would_measure_the_rest(demo_copy):
+    table = reconcile(demo_copy)
+    assert [s["kind"] for s in table.sources] == ["run"]
+    keys = [r["key"] for r in table.rows]
+    assert set(keys) == {c.key for c in R.CLAIMS} and len(keys) == len(R.CLAIMS)
+    for r in table.rows:
+        assert r["verdict"] in R.VERDICTS and r["why"]
+        if r["verdict"] == R.NOT_MEASURED:
+            assert r["command"].startswith("interp ") and "RUN" not in r["command"]
+    lead = next(r for r in table.rows if r["key"] == "lead_share")
+    # the demo was trained before the author's columns were logged: one line says so; ours is still shown
+    assert lead["verdict"] == R.NOT_MEASURED and "train_loss_first" in lead["why"]
+    assert lead["value"] == pytest.approx((925 - 475) / 925)
+    assert "n_layers 2 (author 4)" in lead["setting"] and "lr 0.003 (author 0.001)" in lead["setting"]
+    hessian = next(r for r in table.rows if r["key"] == "saddle")
+    assert hessian["command"] == f"interp analyze {demo_copy} --only hessian"
+    assert "reconcile" in table.html() and "<script" not in table.html()
+    assert "not measured" in table.summary().lower()
+
+
+def test_the_reports_show_the_table_after_the_mechanism_table(demo_copy):
+    from interp.report.mechanisms import mechanism_html
+    from interp.runs import Run
+
+    text = mechanism_html(Run.open(demo_copy))  # the section every report's top holds (report_top)
+    assert text.index('id="section-mechanisms"') < text.index('id="section-reconcile"')
+    for c in R.CLAIMS:
+        assert c.claim.replace("'", "&#x27;") in text, c.key
+
+
+def test_json_round_trip_and_the_command(demo_copy, capsys):
+    before = snapshot(demo_copy)
+    status, out, err = run_main(["reconcile", str(demo_copy), "--cached", "--json"], capsys)
+    assert status == 0 and snapshot(demo_copy) == before  # --cached writes nothing
+    d = json.loads(out)
+    back = ReconcileTable.from_dict(d)
+    assert json.loads(json.dumps(back.to_dict())) == d
+    assert [r["verdict"] for r in back.rows] == [r["verdict"] for r in reconcile(demo_copy).rows]
+    assert math.isnan(back.rows[0]["value"])  # JSON's null read back as NaN
+
+
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(demo_copy, tmp_path, capsys):
+    before = snapshot(demo_copy)
+    not_a_run = tmp_path / "folder"
+    not_a_run.mkdir()
+    for argv in (["reconcile", str(demo_copy), str(tmp_path / "missing")], ["reconcile", str(demo_copy), str(not_a_run)]):
+        status, out, err = run_main(argv, capsys)
+        lines = err.strip().splitlines()
+        assert status == 2 and len(lines) == 1 and lines[0].startswith("interp: error:") and not out
+    assert snapshot(demo_copy) == before
+
+
+# ---------------------------------------------------------------------------- a real sweep (slow tier)
+@pytest.mark.slow
+def test_a_tiny_sweep_measures_the_lead_under_both_definitions(tmp_path):
+    """Two runs (K = 3, 5) trained with the author's columns logged: the lead share is measured under ours
+    and under the author's definition on the same runs, and judged (never 'not measured')."""
+    import torch
+
+    from interp.sweeps.presets import sweep_spec
+    from interp.sweeps.sweep import Sweep, train_sweep
+
+    torch.set_num_threads(1)  # the tiers share the 2 cores
+    spec = sweep_spec("scaling-tiny", fields={"task.k": "3,5", "train.stop_after_snap": "300", "train.eval_every": "10"},
+                      grid=["seed=0"])
+    sweep = Sweep.create(tmp_path / "sweep", spec)
+    train_sweep(sweep, threads=1, progress=False)
+    table = reconcile(sweep.path)
+    (lead,) = [r for r in table.rows if r["key"] == "lead_share"]
+    assert lead["measured_on"] == str(sweep.path) and lead["n_runs"] == 2
+    assert math.isfinite(lead["value"]) and math.isfinite(lead["author_value"]), lead
+    assert lead["verdict"] in set(R.VERDICTS) - {R.NOT_MEASURED}
+    assert lead["author_def"] != "not measured" and "k 3..5" not in lead["setting"]  # within the author's K range
+    for key in ("lead_trend", "lead_exponent"):  # need 3 values of K: not measured, with the reason and a command
+        (row,) = [r for r in table.rows if r["key"] == key]
+        assert row["verdict"] == R.NOT_MEASURED and "landauer-dense-tiny" in row["command"]
