@@ -50,6 +50,8 @@ PATH_COMMANDS = [
     ("timeline-output", ["timeline", "{R}", "-o", "{X}", "--quiet"]),
     ("mechanisms", ["mechanisms", "{X}", "--quiet"]),  # read the current folder
     ("mechanisms-cached", ["mechanisms", "{X}", "--cached", "--quiet"]),
+    ("reconcile", ["reconcile", "{X}", "--cached", "--quiet"]),
+    ("reconcile-second", ["reconcile", "{R}", "{X}", "--cached", "--quiet"]),
     ("ls", ["ls", "{X}"]),
     ("ls-json", ["ls", "{X}", "--json"]),
     ("fork-parent", ["fork", "{X}", "--at", "20", "--steps", "5", "--out", "{T}/f", "--quiet"]),

@@ -35,7 +35,7 @@ def fresh_embed(monkeypatch):
 def test_a_run_card_says_spec_steps_plateau_tau_and_status(tmp_path):
     run = Run.open(copy_run(DEMO, tmp_path / "demo"))
     page = run._repr_html_()
-    for text in ("K=10", "n_bases=300", "29 checkpoints", "tau_half = 925", "Lc / log K", "done after"):
+    for text in ("K=10", "n_bases=300", "18 checkpoints", "tau_half = 925", "Lc / log K", "done after"):
         assert text in page, text
     assert "not computed yet" in page  # no sensitivity in the cache: the card says so, computes nothing
     assert not (run.path / "cache").exists()
