@@ -338,11 +338,13 @@ def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Ga
 
 def _relapsed(family) -> bool:
     """Whether every fork step lies at or after the parent's relapse (`interp fork RUN --at relapse`), as the
-    author's forks do: a relapsed state, not the first plateau."""
+    author's forks do: a relapsed state, not the first plateau. The loss back near the marginal after the
+    parent had solved, held for one evaluation: a family made with a shorter hold than the default (the
+    forks-relapse-tiny design holds 100 steps) is still at a relapsed state."""
     from interp.forks.relapse import relapse_step
 
     try:
-        step = relapse_step(family.parent)
+        step = relapse_step(family.parent, "loss_cand>0.9logK")
     except InterpError:
         return False
     return step is not None and min(family.design["steps"]) >= step
