@@ -281,6 +281,26 @@ def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
+MODEL_CODE = ("torch", "transformer_lens", "transformers", "IPython")  # seconds of imports each
+
+
+def model_code_loaded(commands: list[list[str]]) -> list[str]:
+    """Run interp's `commands` (each must exit 0) in one fresh interpreter, their output discarded: the modules of
+    MODEL_CODE, interp.model and scipy.stats it imported, sorted."""
+    code = f"""
+import contextlib, io, sys
+from interp.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    for argv in {commands!r}:
+        assert main(argv) == 0, argv
+print(sorted(m for m in sys.modules if m.split(".")[0] in {MODEL_CODE!r} or m in ("interp.model", "scipy.stats")))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            cwd=DEMO.parents[1])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return eval(result.stdout.strip().splitlines()[-1])
+
+
 def interp_cli(*args, cwd=None, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`interp ARGS` in a fresh Python process, as a user runs it (Python's warnings off, output captured)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}

@@ -44,7 +44,7 @@ def cached_routing(run: Run) -> str | None:
     from interp.analysis.findings import routing_head
 
     entry = registry.REGISTRY["sensitivity"]
-    # any parameters: entry.params() would import the analysis module, and with it torch
+    # any parameters: the head from whichever sensitivity was cached, whatever options it was computed with
     key = {"analysis": entry.name, "version": entry.version, "params": None}
     store = ResultCache(run)
     sens = store.cached_any(key).get("sensitivity")

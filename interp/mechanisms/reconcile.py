@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from interp.errors import InterpError
 from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, NOT_MEASURED, VERDICTS, Claim
-from interp.mechanisms.reconcile_rules import setting_differences, verdict
+from interp.mechanisms.reconcile_rules import claim, each_arm, setting_differences, verdict
 from interp.mechanisms.rules import Measure
 
 FIELDS = ("n_layers", "n_heads", "d_model", "d_mlp", "k", "n_bases", "lr", "batch_size", "checkpoint_every")
@@ -337,17 +337,20 @@ def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Ga
 
 
 def _relapsed(family) -> bool:
-    """Whether every fork step lies at or after the parent's relapse (`interp fork RUN --at relapse`), as the
-    author's forks do: a relapsed state, not the first plateau. The loss back near the marginal after the
-    parent had solved, held for one evaluation: a family made with a shorter hold than the default (the
+    """Whether every fork starts from a relapsed state, as the author's forks do: not the first plateau, nor a
+    state that re-solved after the relapse. Each fork step lies at or after the parent's relapse (`interp fork
+    RUN --at relapse`) and the parent's Lc there (its last evaluation at or before the step) is still above
+    0.9 log K. The relapse is held for one evaluation: a family made with a shorter hold than the default (the
     forks-relapse-tiny design holds 100 steps) is still at a relapsed state."""
     from interp.forks.relapse import relapse_step
 
     try:
-        step = relapse_step(family.parent, "loss_cand>0.9logK")
+        step, series = relapse_step(family.parent, "loss_cand>0.9logK"), family.parent.metric_series("loss_cand")
     except InterpError:
         return False
-    return step is not None and min(family.design["steps"]) >= step
+    lc = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if v == v]
+    at = [next((v for s, v in reversed(lc) if s <= fork_step), 0.0) for fork_step in family.design["steps"]]
+    return step is not None and min(family.design["steps"]) >= step and min(at) > 0.9 * family.parent.log_k
 
 
 def _fork_arms(g: Gathered, table) -> None:
@@ -390,9 +393,11 @@ def _fork_arms(g: Gathered, table) -> None:
             pick &= params.str.contains("xi=isotropic")  # the author's v-only noise
         elif key == "fork_gamma_v_only" and (pick & params.str.contains("xi=measured")).any():
             g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
-        m = _mean(done.loc[pick, "gamma"].astype(float).tolist(), f"Gamma of the {'/'.join(sorted(names))} forks")
-        if m is not None:
-            g.ours[key] = m
+        arms = {arm: _mean(done.loc[pick & (done["arm"] == arm), "gamma"].astype(float).tolist(), f"Gamma of the {arm} forks")
+                for arm in sorted(names)}  # each arm judged on its own: never a mean over arms that differ
+        arms = {arm: m for arm, m in arms.items() if m is not None}
+        if arms:
+            g.ours[key] = each_arm(claim(key), arms)
         else:
             g.missing[key] = f"no {' or '.join(sorted(names))} fork with a measured Gamma (gamma_every > 0)"
 
@@ -440,7 +445,8 @@ def rows_of(gathered: list[Gathered]) -> list[dict]:
             reasons = [f"{g.path}: {_why(g, c)}" for g in gathered if _why(g, c)]
             kinds = {"run": "run", "sweep": "sweep", "family": "fork family"}
             missing = "; ".join(reasons) or f"no {kinds[c.on]} among the paths measures it"
-            owner = next((g for g in gathered if _why(g, c)), gathered[0] if gathered else None)
+            able = [g for g in gathered if c.on != "family" or g.kind != "sweep"]  # a sweep is no run to fork
+            owner = next((g for g in able if _why(g, c)), able[0] if able else None)
             row = _row(c, None, missing)
             if owner is not None:
                 row["why"] = row["why"].replace("RUN", owner.run_path)

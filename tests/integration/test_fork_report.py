@@ -12,8 +12,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,9 +25,7 @@ from interp.report.forks import fork_family_report
 from interp.runs import RUN_FILE
 from interp.sweeps.forks import forks as compare_forks
 from tests.fork_families import LABELS, make_family
-from tests.helpers import copy_run
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import copy_run, model_code_loaded
 
 
 @pytest.fixture(scope="module")
@@ -190,25 +186,16 @@ def test_interp_ls_lists_the_family_as_one_line(family, tmp_path, capsys):
 
 
 def test_interp_ls_of_a_family_never_loads_torch(family):
-    code = (f"import contextlib, io, sys\nfrom interp.cli import main\n"
-            f"with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-            f"    assert main(['ls', {str(family.path.parent)!r}]) == 0\n"
-            f"assert 'fork family' in out.getvalue(), out.getvalue()\nprint('torch' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] == "False"
+    loaded = model_code_loaded([["ls", str(family.path.parent)]])  # what it prints: test_interp_ls_lists_the_family_as_one_line
+    assert not [m for m in loaded if m.split(".")[0] == "torch"], loaded
 
 
 def test_the_family_report_loads_no_model_code(family, tmp_path):
     """The family report reads its forks' logs (issue 34): neither torch nor TransformerLens nor transformers."""
     out = tmp_path / "family.html"
-    code = (f"import contextlib, io, sys\nfrom interp.cli import main\n"
-            f"with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
-            f"    assert main(['report', {str(family.path)!r}, '--out', {str(out)!r}]) == 0\n"
-            f"print(sorted(m for m in ('torch', 'transformer_lens', 'transformers') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] == "[]" and out.stat().st_size > 0
+    loaded = model_code_loaded([["report", str(family.path), "--out", str(out)]])
+    assert not {m.split(".")[0] for m in loaded} & {"torch", "transformer_lens", "transformers"}, loaded
+    assert out.stat().st_size > 0
 
 
 def test_the_family_shows_itself_in_a_notebook(family):

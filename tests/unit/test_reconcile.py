@@ -53,15 +53,30 @@ def test_a_straddling_interval_does_not_show_a_direction():
     assert v == R.NOT_REPRODUCED and "straddles" in why
     assert R.verdict(R.claim("fixed_d"), m(0.1, -0.2, 0.4), None, [])[0] == R.REPRODUCED  # flat: contains 0
     assert R.verdict(R.claim("fixed_d"), m(0.5, 0.3, 0.7), None, [])[0] == R.NOT_REPRODUCED
+    v, why = R.verdict(R.claim("fixed_d"), m(0.1, -1.5, 1.7), None, [])  # holds 0, but as well tau ~ K^1.19
+    assert v == R.NOT_MEASURED and "does not tell flat" in why
 
 
 def test_a_number_is_not_compared_with_an_uninformative_interval():
     # a bootstrap over too few points, or a censored fork ratio ("> 2"): it overlaps anything, so no number is claimed
     v, why = R.verdict(R.claim("scaling"), m(1.11, -7e12, 1.26), None, [])
-    assert v == R.NOT_MEASURED and "too wide or unbounded" in why and "scaling-tiny" in why
+    assert v == R.NOT_MEASURED and "inconclusive" in why and "scaling-tiny" in why
     assert R.verdict(R.claim("fork_v_only"), m(6.0, 2.0, math.inf), None, [])[0] == R.NOT_MEASURED
     assert R.verdict(R.claim("fork_isotropic"), m(6.0, 2.5, math.inf), None, [])[0] == R.REPRODUCED  # a bound suffices
-    assert R.verdict(R.claim("scaling"), m(1.2, 0.2, 2.2), None, [])[0] == R.REPRODUCED  # wide, but within WIDE
+    # wider than the author's scale (delta: 1.31), or reaching the value of no effect: inconclusive, never reproduced
+    v, why = R.verdict(R.claim("scaling"), m(1.2, 0.2, 2.2), None, [])
+    assert v == R.NOT_MEASURED and "more than the author's scale 1.31" in why and "inconclusive" in why
+    v, why = R.verdict(R.claim("fork_gamma_both"), m(2.51, -0.711, 5.73), None, [])  # was reproduced under WIDE = 10
+    assert v == R.NOT_MEASURED and "inconclusive" in why
+    v, why = R.verdict(R.claim("fork_gamma_v_only"), m(0.5, -0.1, 1.0), None, [])  # narrow enough, but Gamma 0 in it
+    assert v == R.NOT_MEASURED and "reaches 0, the value of no effect" in why
+    assert R.verdict(R.claim("fork_gamma_v_only"), m(1.0, 0.4, 1.6), None, [])[0] == R.REPRODUCED
+    # where the author's own value is the null (no group ahead at tau/2), an interval holding it is compared
+    assert R.verdict(R.claim("collective_snap"), m(0.0, 0.0, 0.05), None, [])[0] == R.REPRODUCED
+    assert R.verdict(R.claim("cancellation_beta"), m(0.05, -0.1, 0.3), None, [])[0] == R.REPRODUCED  # clear of beta 1
+    # an interval that misses the author's range disagrees, however wide or unbounded
+    assert R.verdict(R.claim("fork_v_only"), m(20.0, 8.0, math.inf), None, [])[0] == R.NOT_REPRODUCED
+    assert R.verdict(R.claim("scaling"), m(-3.0, -9.0, 0.5), None, [])[0] == R.NOT_REPRODUCED
 
 
 def test_setting_differences_name_each_field_and_the_forks_state():
@@ -140,7 +155,9 @@ def test_the_fork_rows_come_from_a_family_table():
     assert g.ours["fork_isotropic"].lo >= 3000 / 120 and math.isinf(g.ours["fork_isotropic"].hi)  # a lower bound
     assert g.ours["fork_v_only"].value == pytest.approx(575 / 110)
     assert g.ours["fork_gamma_v_only"].value == pytest.approx(1.0) and g.ours["fork_gamma_v_only"].n_runs == 2
-    assert g.ours["fork_gamma_both"].value == pytest.approx(2.0) and g.ours["fork_gamma_both"].n_runs == 4
+    both = g.ours["fork_gamma_both"]  # each arm on its own (1.95 and 2.05): the row is one arm's, naming both
+    assert both.value in (pytest.approx(1.95), pytest.approx(2.05)) and both.n_runs == 2
+    assert "measured_noise 1.95" in both.detail and "isotropic_noise 2.05" in both.detail
     by = {r["key"]: r for r in rows_of([g])}
     assert by["fork_isotropic"]["verdict"] == R.REPRODUCED and by["fork_gamma_both"]["verdict"] == R.REPRODUCED
     assert by["fork_measured"]["verdict"] == R.REPRODUCED  # 650 / 110 > 2: it traps
@@ -149,6 +166,48 @@ def test_the_fork_rows_come_from_a_family_table():
     g.ours["fork_v_only"] = m(1.2, 1.0, 1.4)
     row = {r["key"]: r for r in rows_of([g])}["fork_v_only"]
     assert row["verdict"] == R.DIFFERS_SETTING and R.FORK_STATE in row["setting"] and R.FORK_ESCAPE in row["setting"]
+
+
+def test_gamma_in_both_moments_holds_only_if_it_holds_for_each_arm():
+    """The relapse family's Gammas (measured_noise 0.77, 0.79; isotropic_noise 4.21, 4.26): their mean (2.5, with an
+    interval [-0.71, 5.73] over the four forks) lies in the author's 1.5-2.5, yet neither arm is about 2."""
+    import pandas as pd
+
+    from interp.mechanisms.reconcile import _fork_arms
+
+    gammas = {"full_batch": [0.0, 0.0], "measured_noise": [0.7695, 0.7892], "isotropic_noise": [4.2138, 4.2608]}
+    rows = [{"run": f"{arm}-s{i}", "status": "done", "fork_step": 400, "arm": arm, "arm_params": "c=1",
+             "steps_run": 1500, "horizon": 1500, "escape_half": 100.0, "censored_escape_half": False, "gamma": gam[i]}
+            for arm, gam in gammas.items() for i in range(2)]
+    g = Gathered("forks/relapse", "fork family")
+    _fork_arms(g, pd.DataFrame(rows))
+    (row,) = [r for r in rows_of([g]) if r["key"] == "fork_gamma_both"]
+    assert row["verdict"] == R.DIFFERS_SETTING and row["value"] == pytest.approx(4.237, abs=1e-3), row
+    assert "isotropic_noise 4.24" in row["why"] and "does not agree" in row["why"]
+    assert "measured_noise 0.779" in row["detail"] and row["n_runs"] == 2
+
+
+def test_a_family_clears_the_forks_state_only_from_a_relapsed_state():
+    """The author forked a collapsed state: a family clears FORK_STATE only when every fork step lies at or after
+    its parent's relapse and the parent's Lc (last evaluation at or before the step) is still near log K there."""
+    from types import SimpleNamespace
+
+    from interp.mechanisms.reconcile import _relapsed
+
+    lc = {0: 0.01, 50: 1.5, 100: 1.4, 150: 1.2, 200: 0.3, 250: 0.02}  # in log K: solved, relapsed at 50, re-solved
+
+    class Parent:
+        log_k = math.log(10)
+
+        def metric_series(self, *names):
+            return {"step": list(lc), **{n: [v * self.log_k for v in lc.values()] for n in names}}
+
+    def family(*steps):
+        return SimpleNamespace(parent=Parent(), design={"steps": list(steps)})
+
+    assert _relapsed(family(50)) and _relapsed(family(100, 175))
+    assert not _relapsed(family(0, 50))  # the solved state before the relapse
+    assert not _relapsed(family(50, 250))  # re-solved after it: not the author's collapsed state
 
 
 def test_a_sweep_folder_pools_with_a_run_and_names_its_settings(tmp_path, demo_copy):
@@ -171,6 +230,8 @@ def test_a_sweep_folder_pools_with_a_run_and_names_its_settings(tmp_path, demo_c
     assert [r["measured_on"] for r in leads] == [str(sweep.path), str(demo_copy)]
     assert all(r["verdict"] == R.NOT_MEASURED and "author" in r["why"] for r in leads)
     assert "n_layers 2 (author 4)" in lr["setting"] and "k 4 (author 20)" in lr["setting"]
+    (fork,) = [r for r in table.rows if r["key"] == "fork_v_only"]  # the run is what a fork starts from, never the sweep
+    assert fork["verdict"] == R.NOT_MEASURED and fork["command"].startswith(f"interp fork {demo_copy} --at mid")
 
 
 # ---------------------------------------------------------------------------- the demo
