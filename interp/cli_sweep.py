@@ -259,7 +259,8 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
                           "table": jsonable(table.to_dict("records")),
                           "fits": {k: v.to_dict() for k, v in fits.results.items()},
                           "not_applicable": fits.problems, "warnings": fits.warnings,
-                          "lead_definitions": jsonable(leads)}, default=str))
+                          "lead_definitions": jsonable(leads),
+                          **({"edges": outcome.edges.to_dict()} if outcome.edges is not None else {})}, default=str))
         return 1 if bad else 0
     print(f"{sweep.path}: {len(outcome.results)} run(s) analysed ({outcome.computed} computed, {outcome.cached} "
           f"from cache) in {outcome.seconds:.1f} s; {len(outcome.skipped)} skipped")
@@ -271,6 +272,10 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
     print("  the shuffle gap's lead under both definitions, on the same runs:")
     for line in [*map(lead_line, leads), published_lead_line()]:
         print(f"    {line}")
+    if outcome.edges is not None:  # --only edges: the circuits' overlap at tau, the routing-first share
+        print("  circuits by edges, across the runs:")
+        for line in outcome.edges.lines():
+            print(f"    {line}")
     for line in fits.warnings:
         print(f"interp: warning: {line}", file=sys.stderr)
     if bad:

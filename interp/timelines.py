@@ -14,9 +14,11 @@ checkpoint) and its events with their leads (tau - step) / tau:
   difference (`interp.analysis.findings`; the `usage` analysis).
 
 The paper's claim is a positive lead: the routing head forms while the loss still sits at
-log K. The analyses come from the suite and its cache (`cache=False`: recompute, write
-nothing). The figure is `interp.plots.timeline_figure(tl)`: plotting takes the Timeline, and
-this module never imports it (a notebook finds a Timeline's figure by type: `interp.presentable`).
+log K. Where the `edges` analysis is cached (it runs only when asked), the timeline carries each
+edge's onsets too (`edge_onsets`), read from the cache and never computed. The analyses come
+from the suite and its cache (`cache=False`: recompute, write nothing). The figure is
+`interp.plots.timeline_figure(tl)`: plotting takes the Timeline, and this module never imports it
+(a notebook finds a Timeline's figure by type: `interp.presentable`).
 
 `interp.timeline(run)` is this module's `timeline`, imported lazily by the package (the
 module is named `timelines` so that importing it never rebinds `interp.timeline`).
@@ -65,6 +67,8 @@ class Timeline:
     routing_step: int | None = None  # the step the routing head was read at (the last in `sensitivity`)
     trajectory: pd.DataFrame | None = None  # the trajectory analysis: direction consistency between checkpoints
     notes: list[str] = field(default_factory=list)  # what the suite warned of (unreadable steps, cache entries)
+    edge_onsets: pd.DataFrame | None = None  # the cached edges analysis's `edges.onsets`; None when not cached
+    edges_note: str = ""  # when it is not: the command that computes it
 
     def __repr__(self) -> str:
         onset = self.routing_onset
@@ -160,6 +164,8 @@ def timeline(
     progress: bool = False,
     trajectory: pd.DataFrame | None = None,
     with_trajectory: bool = True,
+    edges: pd.DataFrame | None = None,
+    with_edges: bool = True,
 ) -> Timeline:
     """Compute the timeline of `run`. `sens` and `usage` reuse tables already computed (e.g. the
     suite's); otherwise the sensitivity and (unless `with_usage=False`) usage analyses run
@@ -167,7 +173,9 @@ def timeline(
     not be read, cache entries recomputed) is kept in `Timeline.notes`. The last panel shows the
 direction consistency of the weights between checkpoints (`trajectory`, the trajectory analysis,
 computed the same way unless `with_trajectory=False`) and, for runs trained since interp logs
-it, the dissipation Q(t) from the metrics log.
+it, the dissipation Q(t) from the metrics log. The edges' onsets (`edge_onsets`) come from the `edges` table
+given, else from the cache only (`with_edges=False`: none): the edges are minutes of work and run only when
+asked, so when they are not cached `edges_note` names the command that computes them.
 
     Raises InterpError when the run cannot show a timeline: fewer than 3 saved checkpoints,
     no candidate loss (directions whose output is B, or no evaluation yet), or no selector.
@@ -206,9 +214,29 @@ it, the dissipation Q(t) from the metrics log.
     routing_onset = onsets.loc[onsets["head_name"] == routing, "onset"].iloc[0]
     lead = None if (not t or pd.isna(routing_onset)) else (t - int(routing_onset)) / t
     usage = usage if with_usage else None
+    edge_onsets, edges_note = None, ""
+    if with_edges:
+        edge_onsets, edges_note, edge_notes = cached_edge_onsets(run, edges, cache)
+        notes = list(dict.fromkeys(notes + edge_notes))  # the cache's own notes (old formats) may repeat the suite's
     return Timeline(
         metrics=run.metrics, sensitivity=sens, log_k=run.log_k, tau=t, tau_window=run_tau(run, kind="window"),
         routing_head=routing, onsets=onsets, lead=lead, column=column, fraction=fraction, m=m, name=run.name,
         usage=usage, events=routing_events(sens, usage, routing, t, fraction, m),
         routing_step=int(sens["step"].max()), trajectory=trajectory if with_trajectory else None, notes=notes,
+        edge_onsets=edge_onsets, edges_note=edges_note,
     )
+
+
+def cached_edge_onsets(run: Run, edges: pd.DataFrame | None, cache: bool = True) -> tuple[pd.DataFrame | None, str, list[str]]:
+    """The onsets of the `edges` table, else of the run's cached edges analysis (never computed), the note naming
+    the command when there is none, and the cache's notes (entries left out)."""
+    from interp.analysis import edges as edge_analysis
+
+    notes: list[str] = []
+    if edges is None:
+        tables, notes = edge_analysis.cached(run, cache)
+        edges = tables.get("edges")
+    if edges is None or edges.empty:
+        why = "not computed yet" if cache else "not read (the cache is off)"
+        return None, f"edges {why}: {edge_analysis.command(run)} adds them to the timeline", notes
+    return edge_analysis.onsets(edges), "", notes

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -31,8 +32,9 @@ from interp.analysis.findings import Rows
 from interp.analysis.registry import Analysis, N_PAIRS, Option, parse_edge_method, parse_switch, positive_int, unit_fraction
 from interp.errors import InterpError
 from interp.formatting import fmt
+from interp.presentable import html
 from interp.runs import Run
-from interp.transition import ONSET_M, onset, rise_onset
+from interp.transition import ONSET_M, facts, onset, rise_onset, tau_or_none
 
 if TYPE_CHECKING or "torch" in sys.modules:
     from torch import nn
@@ -207,12 +209,92 @@ def derive(run: Run, tables: dict) -> dict:
     return {"edges_onsets": onsets(tables["edges"]), "edges_circuit": circuits(tables["edges_curve"])}
 
 
+def first_edges(by_onset: pd.DataFrame, n: int = FIRST_SHOWN) -> pd.DataFrame:
+    """The first `n` edges of `onsets(...)` among those in the circuit at some step (an edge that never is carries
+    little: its onset is that of noise); all edges where none ever is."""
+    circuit = by_onset[by_onset["ever_in_circuit"].astype(bool)]
+    return (circuit if len(circuit) else by_onset).head(n)
+
+
+# ---------------------------------------------------------------------------- read from the cache, for a notebook
+def command(run: Run) -> str:
+    """The command that fills the cache (the edges run only when asked: minutes of work)."""
+    return f"interp analyze {run.path} --only edges"
+
+
+def cached(run: Run, cache: bool = True) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """The edges tables the run's cache holds, under the default parameters or else those with the most cached steps
+    (as the report reads them), and the cache's notes (entries left out); nothing is computed, no torch imported."""
+    from interp.analysis.cache import ResultCache
+    from interp.analysis.registry import get
+
+    entry = get("edges")
+    store = ResultCache(run, enabled=cache)
+    return store.cached_any(entry.cache_key(entry.params())), store.notes
+
+
+def chosen_steps(steps, tau: int | None, snap: int | None) -> dict[str, int]:
+    """The saved steps nearest tau/4, tau and the snap, and the last ({label: step}; the labels of one step joined by
+    "/"): where the circuit is shown."""
+    steps = sorted({int(s) for s in steps})
+    near = lambda target: min(steps, key=lambda s: (abs(s - target), s))  # noqa: E731
+    wanted = [("last", steps[-1])]
+    if tau:
+        wanted = [("τ/4", near(tau / 4)), ("τ", near(tau)), *([("snap", near(snap))] if snap else []), *wanted]
+    by_step: dict[int, list[str]] = {}
+    for label, step in wanted:
+        by_step.setdefault(step, []).append(label)
+    return {"/".join(labels): step for step, labels in by_step.items()}
+
+
+@dataclass(repr=False)
+class EdgeCircuits:
+    """The edges analysis of one run across its steps. In a notebook it shows the circuit at the chosen steps (size,
+    faithfulness, its top edges), the first edges by onset and the edge-onset raster (`interp.display.edges`)."""
+
+    name: str
+    edges: pd.DataFrame  # the "edges" table: one row per edge and step
+    curve: pd.DataFrame  # "edges_curve": the faithfulness curve of each step
+    onsets: pd.DataFrame  # `onsets(edges)`: one row per edge, by carried onset
+    circuits: pd.DataFrame  # `circuits(curve)`: one row per step
+    tau: int | None = None
+    steps: dict[str, int] = field(default_factory=dict)  # `chosen_steps`: label -> step
+    notes: list[str] = field(default_factory=list)  # cache entries left out
+
+    def __repr__(self) -> str:
+        method = str(self.edges["method"].iloc[0]) if "method" in self.edges else "?"
+        return (f"EdgeCircuits({self.name!r}, {method}, {self.edges['edge'].nunique()} edges at "
+                f"{self.edges['step'].nunique()} steps, tau {self.tau})")
+
+    def _repr_html_(self) -> str:
+        return html(self)
+
+    def at(self, step: int) -> pd.DataFrame:
+        """The circuit's edges at `step`, by rank."""
+        part = self.edges[(self.edges["step"] == step) & self.edges["in_circuit"].astype(bool)]
+        return part.sort_values("rank").reset_index(drop=True)
+
+
+def view(run: Run, tables: dict[str, pd.DataFrame] | None = None, cache: bool = True) -> EdgeCircuits:
+    """An EdgeCircuits of `tables` (`across(run)`'s result, or the suite's tables), else of the run's cache (nothing
+    is computed: an InterpError names the command when nothing is cached)."""
+    notes: list[str] = []
+    if tables is None:
+        tables, notes = cached(run, cache)
+    table, curve = tables.get("edges"), tables.get("edges_curve")
+    if table is None or table.empty:
+        raise InterpError(f"the edges analysis of {run.path} is not cached; compute it with: {command(run)}")
+    curve = curve if curve is not None else pd.DataFrame()
+    t = tau_or_none(run)
+    snap = facts(run).snap_step if t else None
+    return EdgeCircuits(run.name, table, curve, onsets(table), circuits(curve) if not curve.empty else pd.DataFrame(),
+                        t, chosen_steps(table["step"], t, snap), notes)
+
+
 # ---------------------------------------------------------------------------- findings and summary rows
 def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
     edges, curve = tables["edges"], tables["edges_curve"]
-    by_onset = onsets(edges)
-    circuit = by_onset[by_onset["ever_in_circuit"]]  # an edge that never enters the circuit carries little
-    first = (circuit if len(circuit) else by_onset).head(FIRST_SHOWN)
+    first = first_edges(onsets(edges))
     out = {"edges_method": str(edges["method"].iloc[0]),
            "edges_first": [[str(r.edge), None if pd.isna(r.carried_onset) else int(r.carried_onset)]
                            for r in first.itertuples()]}

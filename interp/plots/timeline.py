@@ -43,11 +43,16 @@ def timeline_figure(tl) -> go.Figure:
     usage = getattr(tl, "usage", None)
     with_usage = usage is not None and not usage.empty
     dynamics = dynamics_traces(getattr(tl, "trajectory", None), tl.metrics)
-    rows = 3 + with_usage + bool(dynamics)
+    edges, edge_names = edge_onset_traces(getattr(tl, "edge_onsets", None), tl.routing_head)
+    edge_row = 4 + with_usage  # when the edges are cached, under the heads (and the usage)
+    rows = 3 + with_usage + bool(edges) + bool(dynamics)
     heights = ([0.32, 0.16, 0.32] if with_usage else [0.38, 0.2, 0.42]) + ([0.2] if with_usage else [])
+    specs = [[{}], [{}], [{}]] + [[{"secondary_y": True}]] * with_usage
+    if edges:
+        heights, specs = heights + [0.04 + 0.03 * len(edge_names)], specs + [[{}]]
     if dynamics:
         heights = [h * 0.82 for h in heights] + [0.18]
-    specs = [[{}], [{}], [{}]] + [[{"secondary_y": True}]] * (rows - 3)
+        specs = specs + [[{"secondary_y": True}]]
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, row_heights=heights, vertical_spacing=0.04,
                         specs=specs)
     for trace in loss_traces(tl.metrics):
@@ -73,6 +78,8 @@ def timeline_figure(tl) -> go.Figure:
                                  hovertemplate="step %{x}<br>restored %{y:.2f}<extra></extra>"),
                       row=4, col=1, secondary_y=True)
 
+    for trace in edges:
+        fig.add_trace(trace, row=edge_row, col=1)
     for trace, secondary in dynamics:
         fig.add_trace(trace, row=rows, col=1, secondary_y=secondary)
 
@@ -117,7 +124,7 @@ def timeline_figure(tl) -> go.Figure:
         title=dict(text=f"{tl.name + ': ' if tl.name else ''}routing head {tl.routing_head}, onset "
                         f"{'none' if onset is None else f'step {onset}'}, τ = {tl.tau if tl.tau is not None else 'n/a'}, "
                         f"lead (τ − onset)/τ = {lead}", y=0.98, yanchor="top"),
-        height=(960 if with_usage else 820) + (160 if dynamics else 0),
+        height=(960 if with_usage else 820) + (160 if dynamics else 0) + ((60 + 22 * len(edge_names)) if edges else 0),
         margin=dict(t=110 + LABEL_ROW_PX * max(0, max(label_row, default=0) - 3)),  # 4 label rows under the title
         hovermode="closest",
         legend=dict(orientation="h", x=0, y=-0.08, yanchor="top"),
@@ -128,6 +135,10 @@ def timeline_figure(tl) -> go.Figure:
     if with_usage:
         fig.update_yaxes(title_text="Δ Lc (nats)", row=4, col=1, secondary_y=False)
         fig.update_yaxes(title_text="restored (fraction)", row=4, col=1, secondary_y=True)
+    if edges:
+        fig.update_yaxes(title_text="edge onsets", autorange="reversed", type="category", categoryorder="array",
+                         categoryarray=edge_names, tickmode="array", tickvals=edge_names, tickfont=dict(size=10),
+                         row=edge_row, col=1)
     if dynamics:
         fig.update_yaxes(title_text="direction consistency", row=rows, col=1, secondary_y=False)
         fig.update_yaxes(title_text="dissipation Q(t)", row=rows, col=1, secondary_y=True)
@@ -159,6 +170,37 @@ def _step_span(tl) -> float:
     steps = [pd.to_numeric(tl.metrics["step"]), pd.to_numeric(tl.sensitivity["step"])]
     steps = pd.concat(steps).dropna()
     return float(steps.max() - steps.min()) if len(steps) else 1.0
+
+
+EDGES_SHOWN = 10  # the timeline's edge panel: the first edges by carried onset (the findings' choice)
+
+
+def edge_onset_traces(onsets: pd.DataFrame | None, routing_head: str = "",
+                      shown: int = EDGES_SHOWN) -> tuple[list[go.Scatter], list[str]]:
+    """The timeline's edge panel (the cached `edges` analysis, docs/edges.md): the first `shown` edges by carried
+    onset among those in the circuit at some step, one row each (the first on top), their carried onsets as diamonds
+    (the routing head's edges in its colour) and used onsets as open circles; the traces and the rows' edges, none
+    when the edges are not cached."""
+    if onsets is None or onsets.empty:
+        return [], []
+    require(onsets, ["edge", "sender", "carried_onset", "used_onset", "ever_in_circuit"], "timeline edge panel")
+    circuit = onsets[onsets["ever_in_circuit"].astype(bool)]
+    first = (circuit if len(circuit) else onsets).head(shown)
+    first = first[first["carried_onset"].notna() | first["used_onset"].notna()]
+    if first.empty:
+        return [], []
+    names = first["edge"].astype(str).tolist()
+    carried, used = first[first["carried_onset"].notna()], first[first["used_onset"].notna()]
+    colors = [ROUTING_COLOR if str(s) == routing_head else ONSET_COLOR for s in carried["sender"]]
+    out = [go.Scatter(x=carried["carried_onset"].astype(float), y=carried["edge"].astype(str), mode="markers",
+                      marker=dict(symbol="diamond", size=9, color=colors), name="edge onset (carried: |score| rises)",
+                      hovertemplate="%{y}<br>carried onset: step %{x}<extra></extra>")]
+    if not used.empty:
+        out.append(go.Scatter(x=used["used_onset"].astype(float), y=used["edge"].astype(str), mode="markers",
+                              marker=dict(symbol="circle-open", size=9, color=EVENT_STYLE["used"][0], line=dict(width=2)),
+                              name="edge onset (used: in the circuit)",
+                              hovertemplate="%{y}<br>used onset: step %{x}<extra></extra>"))
+    return out, names
 
 
 def dynamics_traces(trajectory: pd.DataFrame | None, metrics: pd.DataFrame) -> list[tuple[go.Scatter, bool]]:

@@ -25,17 +25,9 @@ def edges(c):
          "The circuit (the smallest top-scored edge set keeping the target share of the logit difference) at τ/4, τ, the "
          "snap and the last step: components by layer, each edge coloured by what it feeds and as wide as its |score|.")
 def edges_graph(c):
+    from interp.analysis.edges import chosen_steps
     from interp.plots.edges import circuit_graph
     from interp.transition import facts
 
-    table = c.need("edges")
-    steps = sorted(set(table["step"]))
-    near = lambda target: min(steps, key=lambda s: (abs(s - target), s))  # noqa: E731
-    wanted = [("last", steps[-1])]
-    if c.tau:
-        snap = facts(c.run).snap_step
-        wanted = [("τ/4", near(c.tau / 4)), ("τ", near(c.tau)), *([("snap", near(snap))] if snap else []), *wanted]
-    by_step: dict[int, list[str]] = {}
-    for label, step in wanted:  # one panel per step, its labels joined
-        by_step.setdefault(step, []).append(label)
-    return circuit_graph(table, {"/".join(labels): step for step, labels in by_step.items()})
+    table = c.need("edges")  # one panel per step, its labels joined
+    return circuit_graph(table, chosen_steps(table["step"], c.tau, facts(c.run).snap_step if c.tau else None))

@@ -124,7 +124,8 @@ def analyses(run: Run, cache: bool = True, device: str = "cpu", progress: bool =
         check_run(run)
         c.timeline = timeline(run, sens=c.need("sensitivity"), usage=c.tables.get("usage"),
                               with_usage="usage" in c.tables, trajectory=c.tables.get("trajectory"),
-                              with_trajectory="trajectory" in c.tables)
+                              with_trajectory="trajectory" in c.tables,
+                              edges=c.tables.get("edges", pd.DataFrame()))  # read above from the cache, or not there
     except InterpError as exc:
         c.timeline_problem = str(exc)
     return c
@@ -264,7 +265,8 @@ def write_timeline(run: Run, cache: bool, device: str, progress: bool, n_groups:
     check_run(run)  # before the (possibly slow) analysis
     tl = timeline(run, n_groups=n_groups, device=device, cache=cache, progress=progress)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in tl.notes)
+    edges = f"<p class=\"meta\" id=\"edges-note\">{html.escape(tl.edges_note)}</p>\n" if tl.edges_note else ""
     body = (f"<h1>interp timeline: {html.escape(run.name)}</h1>\n"
-            + (f"<div class=\"missing\" id=\"missing\"><ul>{notes}</ul></div>\n" if notes else "")
+            + (f"<div class=\"missing\" id=\"missing\"><ul>{notes}</ul></div>\n" if notes else "") + edges
             + f"<figure class=\"report-figure\">{figure_html(plots.timeline_figure(tl), 'timeline')}</figure>")
     return f"interp timeline: {run.name}", body, tl.notes

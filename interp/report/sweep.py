@@ -165,6 +165,45 @@ def _lead_definitions(circuits: Fits, table: pd.DataFrame) -> Section:
     return section
 
 
+def _edges_section(sweep: Sweep, table: pd.DataFrame) -> Section:
+    """The runs' circuits by edges at τ (`interp.sweeps.edge_overlap`, read from the caches; a table, not a figure):
+    their overlap across seeds and K, whether the routing head's edges form first; the command when none is cached."""
+    from interp.sweeps.edge_overlap import edge_overlap
+
+    section = Section("edge_overlap", "Circuits by edges across the runs",
+                      "Each run's circuit at the cached step nearest τ_half (the smallest top-|score| edge set keeping "
+                      "the faithfulness target), compared between runs by the Jaccard index, with 95% intervals of a "
+                      "bootstrap over runs; and whether the routing head's edges (its output, or into its q/k/v) have "
+                      "the earliest carried onset among the run's circuit edges (a tie counts as first), as a share of "
+                      "runs with a Wilson interval (docs/edges.md, \"On a sweep\").", analysis="edges")
+    try:
+        found = edge_overlap(sweep, table)
+    except InterpError as exc:
+        section.problem = str(exc)
+        return section
+    if found.empty:
+        section.pending = True
+        section.problem = f"No run has the edges analysis cached; compute it with: interp analyze {sweep.path} --only edges"
+        return section
+    head = ["run", "K", "seed", "method", "step (τ)", "circuit", "faithfulness", "routing head", "first edges (onset)",
+            "routing head's first onset", "first?"]
+    rows = []
+    for r in found.runs.to_dict("records"):
+        first = "–" if r["routing_first"] is None else ("yes" if r["strictly_first"] else "tied" if r["routing_first"]
+                                                           else "no")
+        shown = ", ".join(r["first_edges"][:3]) + (" …" if len(r["first_edges"]) > 3 else "")
+        cells = [r["run"], _fmt(r["k"]), _fmt(r["seed"]), r["method"], f"{r['tau_step']} ({r['tau']:.0f})",
+                 _fmt(r["size"], ".0f"), _fmt(r["faithfulness"], ".2f"), r["routing_head"] or "–",
+                 f"{shown or '–'} ({_fmt(r['first_onset'], '.0f')})",
+                 _fmt(r["routing_onset"], ".0f"), first]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    lines = "".join(f"<li>{html.escape(line.strip())}</li>" for line in found.lines())
+    header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    section.html = (f"<ul id=\"edge-overlap-summary\">{lines}</ul>\n<table class=\"summary\" id=\"edge-overlap\">\n"
+                    f"<tr>{header}</tr>\n" + "\n".join(rows) + "\n</table>")
+    return section
+
+
 def _figures(fits: Fits, table: pd.DataFrame, metrics: dict[str, pd.DataFrame]) -> list[Section]:
     from interp import plots
 
@@ -264,6 +303,7 @@ def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: st
     metrics = {r.name: r.metrics for r in sweep.runs if r.name in usable}
     sections = _figures(fits, table, metrics)
     sections += _circuit_sections(circuits, table, _circuit_series(sweep, table, metrics))
+    sections.append(_edges_section(sweep, table))
     linked = set()
     if runs:
         for name in table.loc[table["status"] == "done", "run"]:

@@ -103,6 +103,7 @@ class SweepAnalysis:
     seconds: float = 0.0
     table: Any = None  # pandas DataFrame
     fits: Any = None  # interp.sweeps.family.Fits
+    edges: Any = None  # interp.sweeps.edge_overlap.EdgeOverlap, when the edges analysis was asked for
 
     @property
     def computed(self) -> int:
@@ -151,7 +152,8 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
     is analysing (its `ANALYSIS_LOCK` held: another `interp analyze` of the same sweep) is left
     until the others are done, then waited for and read from its cache, so no result is computed
     twice; with `wait=False` it is named in `skipped` instead. The table with the
-    circuit columns and their fits are built at the end, from the caches."""
+    circuit columns and their fits are built at the end, from the caches (and, when `only` has the
+    edges analysis, `edges`: `interp.sweeps.edge_overlap.edge_overlap`)."""
     from tqdm.auto import tqdm
 
     from interp.analysis import registry
@@ -229,4 +231,8 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
     out.seconds = time.perf_counter() - began
     out.table = sweep.table(circuits=True)  # the circuit columns read each run's analysis cache
     out.fits = circuit_fits(out.table)
+    if "edges" in names:  # the circuits' overlap at tau and the routing-first share, read from the caches
+        from interp.sweeps.edge_overlap import edge_overlap
+
+        out.edges = edge_overlap(sweep, out.table, options)
     return out

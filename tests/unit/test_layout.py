@@ -340,22 +340,12 @@ assert "delta" in out.getvalue(), out.getvalue()
     assert not set(loaded) & {*HEAVY, "interp.report"}, loaded
 
 
-MODEL_CODE = ("torch", "transformer_lens", "transformers", "IPython")
-
-
 def _cached_commands_load(commands: list[list[str]]) -> list[str]:
-    """Run interp's `commands` in one fresh interpreter; the model code it loaded (MODEL_CODE, interp.model)."""
-    code = f"""
-import contextlib, io, sys
-from interp.cli import main
-with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-    for argv in {commands!r}:
-        assert main(argv) == 0, argv
-print(sorted(m for m in sys.modules if m.split(".")[0] in {MODEL_CODE!r} or m in ("interp.model", "scipy.stats")))
-"""
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return eval(result.stdout.strip().splitlines()[-1])
+    """Run interp's `commands` in one fresh interpreter; the model code it loaded (tests.helpers.MODEL_CODE,
+    interp.model, scipy.stats)."""
+    from tests.helpers import model_code_loaded
+
+    return model_code_loaded(commands)
 
 
 def test_a_cached_report_loads_no_model_code(tiny_run, tmp_path):
@@ -368,11 +358,14 @@ def test_a_cached_report_loads_no_model_code(tiny_run, tmp_path):
     path = copy_run(tiny_run(), tmp_path / "run")
     # computes and caches every default analysis (a subprocess: without the tests' shape checks, faster)
     assert interp_cli("report", str(path), "--out", str(tmp_path / "first.html")).returncode == 0
+    # and the edges (asked for only), which the report's sections and the timeline's edge panel read from the cache
+    assert interp_cli("analyze", str(path), "--only", "edges", "--steps", "10,20,30", "--n-pairs", "8",
+                      "--edge-method", "eap").returncode == 0
     loaded = _cached_commands_load([["report", str(path), "--out", str(tmp_path / "cached.html")],
                                     ["timeline", str(path), "--out", str(tmp_path / "timeline.html")]])
     assert loaded == []
     assert "from cache" in (tmp_path / "cached.html").read_text()  # it was the cached report
-    assert (tmp_path / "timeline.html").stat().st_size > 0
+    assert "edge onset (carried" in (tmp_path / "timeline.html").read_text()  # the edge panel was drawn
 
 
 def test_a_sweep_report_loads_no_model_code(scaling_sweep, tmp_path):
