@@ -10,9 +10,19 @@ the saved checkpoint (after the same cast, for float16 / bfloat16 checkpoints). 
 clear error: a run trained on a GPU, or with another thread count, or by another session whose
 settings this one cannot match, and a replay that does not reproduce the checkpoint (an edited
 checkpoint, another machine or torch build).
+
+A replayed state can be kept in the run's cache (`state_at(..., cache=True)`, what the `updates` analysis
+asks): `cache/replayed/step_NNNNNNN.safetensors`, safetensors as every state (never pickle), written
+atomically, carrying its own content hash and the identity of its run (spec hash, seed, step and the
+checkpoint's SHA-256 as the manifest lists it). It stands in for a replay that would be made (the refusals
+above still apply) only while that identity holds and it was replayed from the same start: a checkpoint
+replaced at its step (another hash), a damaged or edited file, is replayed again and the file rewritten.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -76,8 +86,14 @@ def starting_point(run, step: int):
     return best, source
 
 
-def state_at(run, step: int, progress: bool = False) -> tuple:
-    """(state at `step`, how it was had: "kept", "resume" or "replayed from N") for a saved step."""
+REPLAYED_DIR = "replayed"  # under the run's cache folder: the replayed states kept
+
+
+def state_at(run, step: int, progress: bool = False, cache: bool = False) -> tuple:
+    """(state at `step`, how it was had: "kept", "resume" or "replayed from N (...)") for a saved step. With
+    `cache`, a replay that would be made (and is not refused) is read from the run's cache instead when one kept
+    there still belongs to the run and its checkpoint and was replayed from the same start (module docstring),
+    and a new one is kept there."""
     from interp.run_states import kept_state, kept_steps
 
     step = run.resolve_step(step)
@@ -91,10 +107,65 @@ def state_at(run, step: int, progress: bool = False) -> tuple:
         return resume, "resume"
     start_state, source = starting_point(run, step)
     start = 0 if start_state is None else start_state.step
-    check_replayable(run, start, step)
+    check_replayable(run, start, step)  # refused as before, kept or not: the cache only saves the computation
+    how = f"replayed from step {start} ({source})"
+    found = cached_state(run, step) if cache else None
+    if found is not None and found[1] == how:
+        return found
     state = replay(run, start_state, step, progress)
     verify(run, state, step, start)
-    return state, f"replayed from step {start} ({source})"
+    if cache:
+        keep_state(run, state, how)
+    return state, how
+
+
+def cached_path(run, step: int) -> Path:
+    from interp.run_layout import CACHE_DIR
+
+    return run.path / CACHE_DIR / REPLAYED_DIR / f"step_{step:07d}.safetensors"
+
+
+def cached_state(run, step: int) -> tuple | None:
+    """(state, how) of a replayed state kept in the run's cache at `step`, or None: none kept, or one that no
+    longer belongs (another checkpoint hash at its step, another spec or seed), or one that cannot be read
+    (damaged, edited: its content hash fails). What is not used is replayed again and rewritten."""
+    from interp.checkpoints import read_resume
+    from interp.run_states import identity
+
+    path = cached_path(run, step)
+    if not path.is_file():
+        return None
+    try:
+        state = read_resume(path)
+        if state.identity != identity(run, step) or state.step != step or "how" not in state.extra:
+            return None
+    except (InterpError, OSError, ValueError, TypeError):
+        return None
+    how = state.extra.pop("how")
+    return state, how
+
+
+def keep_state(run, state, how: str) -> None:
+    """Write a replayed state to the run's cache (atomically; the tensors and layout of a resume state, `how`
+    in its extra). A cache that cannot be written (a read-only run, `cache` a file) is skipped: the state was
+    had, only not kept."""
+    from interp.checkpoints import IDENTITY_KEY, serialize
+    from interp.files import atomic_write_bytes
+    from interp.run_states import identity
+
+    tensors = {f"param.{n}": p.detach().cpu().contiguous() for n, p in state.params.items()}
+    for idx, entries in state.optimizer["state"].items():
+        for key, value in entries.items():
+            tensors[f"opt.{idx}.{key}"] = value.detach().cpu().contiguous()
+    for name, gen in state.generators.items():
+        tensors[f"rng.{name}"] = gen
+    meta = {"step": str(state.step), "param_groups": json.dumps(state.optimizer["param_groups"], sort_keys=True),
+            "extra": json.dumps({**state.extra, "how": how}, sort_keys=True),
+            IDENTITY_KEY: json.dumps(identity(run, state.step), sort_keys=True)}
+    try:
+        atomic_write_bytes(cached_path(run, state.step), serialize(tensors, meta, self_hash=True))
+    except OSError:
+        return
 
 
 def replay(run, start_state, step: int, progress: bool = False):

@@ -11,7 +11,8 @@ Layout of a run folder:
     resume.safetensors   parameters, optimizer state and RNG state of the latest checkpoint
     status.json          how the last training session ended: done / failed, wall seconds, error
     .lock                held (an OS file lock) by the one process writing the run
-    cache/               analysis results (written by callers of the analyses, never by them)
+    cache/               analysis results (written by callers of the analyses, never by them); what analyses
+                         keep to skip work (replayed optimizer states in replayed/, Hessian directions)
 
 Every file is written atomically (temporary file + rename; the writer removes temporaries a
 killed writer left). run.json carries the hash of its spec (and a fork's the hash of its fork block), so a

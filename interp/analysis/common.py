@@ -6,9 +6,10 @@ from __future__ import annotations
 import bisect
 import functools
 import sys
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -39,6 +40,52 @@ def no_grad(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
 
     return without_grad
+
+
+T = TypeVar("T")
+SHARED_KEEP = 8  # results kept per model (the suite's analyses at one checkpoint need a few)
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (weights version, {key: result})
+
+
+def weights_version(model) -> tuple:
+    """What changes whenever the model's weights do: each parameter's storage and its in-place version counter
+    (bumped by copy_, add_, an optimizer step...); and its mode."""
+    return (model.training, *((p.data_ptr(), p._version) for p in model.parameters()))
+
+
+def _hooked(model) -> bool:
+    """Whether a forward hook on the model could change what it computes (a TransformerLens hook point's or any
+    of its modules'): then nothing is shared. Global module hooks are not asked about: torch's own tools (the
+    FLOP counter) attach them to observe, as the fast path's `usable` does not ask either."""
+    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def shared(model, key: Hashable, compute: Callable[[], T]) -> T:
+    """`compute()`, computed once per model object, state of its weights and `key`, and shared by the callers
+    that give the same key: the suite loads one model per checkpoint and passes it to every analysis, so work
+    two analyses need there (the decision-position residual stream of representations and lens, the head
+    patching of patching and usage) runs once. The key names everything the result depends on besides the
+    weights: the task object itself (hashed by identity and held by the key, so a new task never meets an old
+    one's result; `Run.task` is made once per run object), the probe, chunk sizes. Held weakly by the model
+    (gone with it), the last `SHARED_KEEP` per model; a model whose weights changed in place (its parameters'
+    storage or version counters) computes afresh, and one with a forward hook attached shares nothing. Results
+    are shared objects: callers never modify them."""
+    if _hooked(model):
+        return compute()
+    version = weights_version(model)
+    held = _SHARED.get(model)
+    if held is None or held[0] != version:
+        held = (version, OrderedDict())
+        _SHARED[model] = held
+    results = held[1]
+    if key in results:
+        results.move_to_end(key)
+        return results[key]
+    value = compute()
+    results[key] = value
+    while len(results) > SHARED_KEEP:
+        results.popitem(last=False)
+    return value
 
 
 def get_act_name(name: str, layer: int) -> str:
@@ -237,11 +284,18 @@ class Checkpoints:
         return self._kept[step]
 
 
-def provided(entry: registry.Analysis, run: Run) -> dict:
+def provided(entry: registry.Analysis, run: Run, cache: bool = True) -> dict:
     """The at_step keywords of the entry's needs that are met per call, not by a parameter (the
-    routing head is a parameter, put in by the suite): a checkpoint reader shared by the steps."""
+    routing head is a parameter, put in by the suite): a checkpoint reader shared by the steps; whether a
+    replayed optimizer state may be read from and kept in the run's cache (`cache`: False for --no-cache)."""
+    out = {}
     need = entry.need("previous_checkpoints")
-    return {need.param: Checkpoints(run)} if need is not None else {}
+    if need is not None:
+        out[need.param] = Checkpoints(run)
+    need = entry.need("optimizer_state")
+    if need is not None and need.param:
+        out[need.param] = cache
+    return out
 
 
 def across(analysis: str, run: Run, steps: int | str | Iterable | None = None, progress: bool = False,

@@ -132,7 +132,7 @@ def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
         return {}
     out: dict = {}
     share = share_above(acc, t, fractions=(0.5,))
-    if not share.empty:
+    if not share.empty and not bool(share["beyond"].iloc[0]):  # tau/2 past the analysed steps: no share
         out["groups_share_above_80_at_half_tau"] = float(share["share"].iloc[0])
         out["groups_half_tau_step"] = int(share["step"].iloc[0])
         out["groups_n"] = int(share["n_groups"].iloc[0])

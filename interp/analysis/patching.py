@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from jaxtyping import Float, Int
 
-from interp.analysis.common import across_of, head_name, no_grad, segment_names, select_steps
+from interp.analysis.common import across_of, head_name, no_grad, segment_names, select_steps, shared
 from interp.analysis.findings import Rows
 from interp.analysis.registry import Analysis, N_PAIRS
 from interp.formatting import fmt
@@ -62,17 +62,15 @@ def logit_diff(
 
 
 def _patching(tables: Callable[..., dict[str, Tensor]]) -> Callable[..., dict[str, Tensor]]:
-    """A patching function of `(model, clean, corrupt, good, bad, pos)` made of `tables(model, clean, clean_cache,
-    corrupt_cache, corrupt_ld, good, bad, pos)`: the clean and corrupted runs are cached once (truncated at
-    `pos`), and their mean logit differences ("clean", "corrupt") returned after the tables."""
+    """A patching function of `(model, clean, corrupt, good, bad, pos, bases=None)` made of `tables(model, clean,
+    clean_cache, corrupt_cache, corrupt_ld, good, bad, pos)`: the clean and corrupted runs are cached once
+    (truncated at `pos`; `bases`: those two runs, already made by `base_runs`), and their mean logit differences
+    ("clean", "corrupt") returned after the tables."""
 
     @no_grad
     def patch(model: nn.Module, clean: Int[Tensor, "n seq"], corrupt: Int[Tensor, "n seq"], good: Int[Tensor, " n"],
-              bad: Int[Tensor, " n"], pos: int) -> dict[str, Tensor]:
-        from interp.fastpath import base_cache
-
-        clean_cache = base_cache(model, clean[:, : pos + 1])
-        corrupt_cache = base_cache(model, corrupt[:, : pos + 1])
+              bad: Int[Tensor, " n"], pos: int, bases: tuple | None = None) -> dict[str, Tensor]:
+        clean_cache, corrupt_cache = base_runs(model, clean, corrupt, pos) if bases is None else bases
         clean_ld = logit_diff(clean_cache.logits, good, bad).mean()
         corrupt_ld = logit_diff(corrupt_cache.logits, good, bad).mean()
         out = tables(model, clean, clean_cache, corrupt_cache, corrupt_ld, good, bad, pos)
@@ -134,14 +132,23 @@ def patch_heads(model, clean, clean_cache, corrupt_cache, corrupt_ld, good, bad,
     return {"all_pos": all_pos, "by_pos": by_pos}
 
 
-def _chunked(fn, pairs: dict[str, Tensor], pos: int, device: str) -> dict[str, Tensor]:
-    """Run a patch_* function over chunks of pairs and average the chunk means by size."""
+def base_runs(model: nn.Module, clean: Int[Tensor, "n seq"], corrupt: Int[Tensor, "n seq"], pos: int) -> tuple:
+    """The clean and the corrupted base runs (`interp.fastpath.base_cache`), truncated at `pos`."""
+    from interp.fastpath import base_cache
+
+    return base_cache(model, clean[:, : pos + 1]), base_cache(model, corrupt[:, : pos + 1])
+
+
+def _chunked(fn, pairs: dict[str, Tensor], pos: int, device: str, bases: Callable | None = None) -> dict[str, Tensor]:
+    """Run a patch_* function over chunks of pairs and average the chunk means by size; `bases(start, part)`
+    gives a chunk's base runs (else the function makes them)."""
     n = len(pairs["idx"])
     total: dict[str, Tensor] = {}
     for start in range(0, n, CHUNK_PAIRS):
         part = [pairs[k][start : start + CHUNK_PAIRS].to(device) for k in ("clean", "corrupt", "good", "bad")]
         weight = len(part[0]) / n
-        for key, value in fn(*part, pos).items():
+        given = {} if bases is None else {"bases": bases(start, part)}
+        for key, value in fn(*part, pos, **given).items():
             total[key] = total.get(key, 0) + value.double().cpu() * weight
     return total
 
@@ -222,13 +229,22 @@ def at_step(
     pos = task.layout.decision_pos
     names = segment_names(task)
     n = len(pairs["idx"])
+    # what the usage analysis also asks of this model (the heads' patching), and the base runs both kinds start
+    # from, are computed once per model and pairs (`shared`): the suite passes one model to both analyses
+    key = (task, n_pairs, run.spec.seed, pos, device, CHUNK_PAIRS)
+
+    def bases(start: int, part: list[Tensor]) -> tuple:
+        return shared(model, ("patching_bases", *key, start), lambda: base_runs(model, part[0], part[1], pos))
+
+    def kind(name: str, fn: Callable) -> dict[str, Tensor]:
+        return shared(model, (f"patching_{name}", *key),
+                      lambda: _chunked(lambda *a, **kw: fn(model, *a, **kw), pairs, pos, device, bases))
+
     out = {}
     if "heads" in kinds:
-        res = _chunked(lambda *a: patch_heads(model, *a), pairs, pos, device)
-        out["patching_heads"] = _heads_frame(step, res, guard, names, n)
+        out["patching_heads"] = _heads_frame(step, kind("heads", patch_heads), guard, names, n)
     if "residual" in kinds:
-        res = _chunked(lambda *a: patch_residual(model, *a), pairs, pos, device)
-        out["patching_residual"] = _residual_frame(step, res, guard, names, n)
+        out["patching_residual"] = _residual_frame(step, kind("residual", patch_residual), guard, names, n)
     return out
 
 

@@ -167,7 +167,8 @@ ROUTING = "routing"  # what a parameter that takes the routing head holds until 
 # what the suite (and `across`) provides besides the run, the step and the parameters: the routing head, in the
 # parameter `param` while that is ROUTING (so it is in the cache key); a reader of other saved checkpoints
 # (step -> state dict, shared by the steps of one call), in the keyword `param`; the optimizer-complete state,
-# which the analysis reads itself (so the suite never gives it the loaded checkpoint)
+# which the analysis reads itself (so the suite never gives it the loaded checkpoint), and, in the keyword `param`
+# when it has one, whether a replayed state may be kept in and read from the run's cache (False for --no-cache)
 NEEDS = ("routing_head", "previous_checkpoints", "optimizer_state")
 
 

@@ -14,8 +14,10 @@ there are the same SEP token for every example, so the "embed" site has within =
 the author saw the within-group variance rise through the transition, the inverse of neural
 collapse (docs/diagnostics.md, "Representations").
 
-`decision_residuals` (one forward over the probe, cache limited to these hooks, decision
-position only) is shared with the logit lens (`interp.analysis.lens`).
+`decision_residuals` (one forward over the probe, cache limited to the hooks read, decision
+position only: `decision_record`) is shared with the logit lens (`interp.analysis.lens`) and the
+head sensitivity (`interp.analysis.sensitivity`): given the same model object, as the suite gives
+every analysis at a checkpoint, the forward runs once for the three.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.analysis.common import across_of, group_examples, probe_groups
+from interp.analysis.common import across_of, get_act_name, group_examples, probe_groups, shared
 from interp.analysis.registry import Analysis, N_GROUPS
 from interp.errors import InterpError
 from interp.runs import Run
@@ -47,6 +49,46 @@ def resid_hooks(n_layers: int) -> list[str]:
 
 
 @torch.no_grad()
+def decision_record(
+    model: nn.Module,
+    task: Task,
+    groups: Int[Tensor, " g"],
+    chunk_groups: int = CHUNK_GROUPS,
+) -> list[dict[str, Tensor | list[Tensor]]]:
+    """What one forward per chunk of groups records at the decision position, chunk by chunk: "resid", the
+    residual stream at every site (embed, L0, L1, ...) [site, n, d_model] on the CPU; per layer, "pattern", the
+    decision row of the attention pattern [n, head, key], and "z", the head outputs there [n, head, d_head]
+    (views of the recorded activations, on the model's device). Inputs stop at the decision position and the
+    cache holds only these hooks. Computed once per model and probe (`interp.analysis.common.shared`) and read
+    by representations, the logit lens and the head sensitivity alike."""
+    if not hasattr(model, "run_with_cache") or not hasattr(model, "cfg"):
+        raise InterpError(f"the residual stream is read from a TransformerLens HookedTransformer; got "
+                          f"{type(model).__name__}")
+    if len(groups) == 0:
+        raise InterpError("the probe needs at least one group, got none")
+    key = ("decision_record", task, tuple(groups.tolist()), chunk_groups)
+    return shared(model, key, lambda: _record(model, task, groups, chunk_groups))
+
+
+def _record(model: nn.Module, task: Task, groups: Int[Tensor, " g"], chunk_groups: int) -> list[dict]:
+    dec = task.layout.decision_pos
+    n_layers = model.cfg.n_layers
+    names = resid_hooks(n_layers)
+    patterns = [get_act_name("pattern", l) for l in range(n_layers)]
+    zs = [get_act_name("z", l) for l in range(n_layers)]
+    wanted = set(names) | set(patterns) | set(zs)
+    device = next(model.parameters()).device
+    parts = []
+    for start in range(0, len(groups), chunk_groups):
+        idx = group_examples(task, groups[start : start + chunk_groups])
+        tokens = task.tokens[idx, : dec + 1].to(device)
+        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted, return_type=None)
+        parts.append({"resid": torch.stack([cache[name][:, dec] for name in names]).cpu(),
+                      "pattern": [cache[name][:, :, dec].clone() for name in patterns],  # not the whole pattern
+                      "z": [cache[name][:, dec] for name in zs]})
+    return parts
+
+
 def decision_residuals(
     model: nn.Module,
     task: Task,
@@ -54,26 +96,10 @@ def decision_residuals(
     chunk_groups: int = CHUNK_GROUPS,
 ) -> Float[Tensor, "site n d_model"]:
     """The residual stream at the decision position at every site (embed, L0, L1, ...) for the
-    examples of `groups` (group-major, each group's K selectors in order), in the model's dtype.
-
-    Inputs stop at the decision position (nothing after it can change it) and the cache holds
-    only the residual hooks, so this is one cheap forward per chunk of groups."""
-    if not hasattr(model, "run_with_cache") or not hasattr(model, "cfg"):
-        raise InterpError(f"the residual stream is read from a TransformerLens HookedTransformer; got "
-                          f"{type(model).__name__}")
-    if len(groups) == 0:
-        raise InterpError("the probe needs at least one group, got none")
-    dec = task.layout.decision_pos
-    names = resid_hooks(model.cfg.n_layers)
-    wanted = set(names)
-    device = next(model.parameters()).device
-    parts = []
-    for start in range(0, len(groups), chunk_groups):
-        idx = group_examples(task, groups[start : start + chunk_groups])
-        tokens = task.tokens[idx, : dec + 1].to(device)
-        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted, return_type=None)
-        parts.append(torch.stack([cache[name][:, dec] for name in names]).cpu())
-    return torch.cat(parts, dim=1)
+    examples of `groups` (group-major, each group's K selectors in order), in the model's dtype:
+    from `decision_record`, one cheap forward per chunk of groups, shared with the other analyses
+    that read the same probe from the same model."""
+    return torch.cat([part["resid"] for part in decision_record(model, task, groups, chunk_groups)], dim=1)
 
 
 def variance_split(x: Float[Tensor, "site g k d_model"]) -> dict[str, Float[Tensor, " site"]]:

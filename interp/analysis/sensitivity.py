@@ -48,8 +48,12 @@ def head_sensitivity(
     chunk_groups: int = 256,
     device: str = "cpu",
 ) -> dict[str, Float[Tensor, "layer head"]]:
-    """Every COLUMNS entry as a [layer, head] table for one model."""
+    """Every COLUMNS entry as a [layer, head] table for one model. The activations are those of
+    `representations.decision_record` (one forward per chunk of groups, shared with representations
+    and the logit lens), on the model's own device (`device` is not used)."""
     import torch
+
+    from interp.analysis.representations import decision_record
 
     layout = task.layout
     dec, k = layout.decision_pos, task.k
@@ -62,28 +66,13 @@ def head_sensitivity(
     out_sq = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     norm_sum = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     n_total = 0
-    store: dict[str, Tensor] = {}
-
-    def keep_pattern(act, hook):  # [b, head, q, k]: the decision row only
-        store[hook.name] = act[:, :, dec]
-
-    def keep_z(act, hook):  # [b, pos, head, d_head]: the decision position only
-        store[hook.name] = act[:, dec]
-
-    hooks = []
-    for layer in range(n_layers):
-        hooks.append((get_act_name("pattern", layer), keep_pattern))
-        hooks.append((get_act_name("z", layer), keep_z))
-    for start in range(0, len(groups), chunk_groups):
-        chunk = groups[start : start + chunk_groups]
-        idx = group_examples(task, chunk)
-        tokens = task.tokens[idx, : dec + 1].to(device)
-        model.run_with_hooks(tokens, fwd_hooks=hooks)
-        g = len(chunk)
+    record = decision_record(model, task, groups, chunk_groups)
+    for start, part in zip(range(0, len(groups), chunk_groups), record):
+        g = len(groups[start : start + chunk_groups])
         for layer in range(n_layers):
-            pattern = store[get_act_name("pattern", layer)]
+            pattern = part["pattern"][layer]  # [b, head, key]: the decision row
             attn_sum[layer] += pattern[:, :, z_pos].sum(-1).sum(0).double().cpu()
-            z = store[get_act_name("z", layer)]
+            z = part["z"][layer]  # [b, head, d_head]: the decision position
             out = torch.einsum("bhe,hed->bhd", z, model.blocks[layer].attn.W_O).double().cpu()
             grouped = out.view(g, k, n_heads, d_model)
             within[layer] += (grouped - grouped.mean(1, keepdim=True)).pow(2).sum(-1).sum((0, 1))

@@ -142,7 +142,7 @@ def run_suite(
                 result.problems.extend(f"step {s}: {why}" for s, why in sorted(unreadable.items()))
             params[need.param] = routing
         result.params[entry.name] = params
-    extras = {entry.name: provided(entry, run) for entry in entries}  # e.g. a reader of the previous checkpoints
+    extras = {entry.name: provided(entry, run, cache) for entry in entries}  # e.g. a reader of the previous checkpoints
 
     all_steps = sorted({s for plan in plans.values() for s, _ in plan})
     bar = tqdm(total=sum(len(plan) for plan in plans.values()), desc="analyze", unit="step",

@@ -193,16 +193,17 @@ def update_stats(st: UpdateState, idx: Int[Tensor, "draws 2 batch"], s: Float[Te
 
 
 # ---------------------------------------------------------------------------- run level
-def state_of(run: Run, step: int, device: str = "cpu") -> tuple[UpdateState, str]:
+def state_of(run: Run, step: int, device: str = "cpu", cache: bool = True) -> tuple[UpdateState, str]:
     """(the UpdateState at a saved `step`, "kept" or "replayed"); InterpError, with state_at's
-    reason, when the state cannot be had (a GPU-trained run without kept states, a fork...)."""
+    reason, when the state cannot be had (a GPU-trained run without kept states, a fork...). With
+    `cache`, a replayed state is kept in the run's cache and read back from it (`interp.replay`)."""
     from interp.checkpoints import load_params
     from interp.replay import state_at
     from interp.model import build_model, tl_module, to_device
     from interp.steps import build_optimizer
     from interp.task import VOCAB_SIZE
 
-    state, how = state_at(run, step)
+    state, how = state_at(run, step, cache=cache)
     task, tspec = run.task, run.spec.train
     model = build_model(run.spec.model, task.layout.length, VOCAB_SIZE)
     load_params(model, state.params)
@@ -221,19 +222,20 @@ def _check(n_draws) -> int:
     return n_draws
 
 
-def raw_updates(run: Run, step: int, n_draws: int = DEFAULTS["n_draws"], device: str = "cpu") -> dict:
+def raw_updates(run: Run, step: int, n_draws: int = DEFAULTS["n_draws"], device: str = "cpu",
+                state_cache: bool = True) -> dict:
     """What `at_step` summarises, whole: {"updates": [n_draws, 2, n_params] float32, "clean": s,
     "indices": the minibatches [n_draws, 2, batch], "lr", "source"} (memory: 2 n_draws x n_params
     floats; for tests and a closer look)."""
     n_draws = _check(n_draws)
-    st, source = state_of(run, run.resolve_step(step), device)
+    st, source = state_of(run, run.resolve_step(step), device, state_cache)
     idx = minibatch_indices(torch_generator(run.spec.seed, "updates"), n_draws, st.tokens.shape[0], st.batch_size)
     updates = torch.cat(list(update_pairs(st, idx)))
     return {"updates": updates, "clean": clean_update(st), "indices": idx, "lr": st.lr, "source": source}
 
 
 def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str = "cpu",
-            n_draws: int = DEFAULTS["n_draws"]) -> pd.DataFrame:
+            n_draws: int = DEFAULTS["n_draws"], state_cache: bool = True) -> pd.DataFrame:
     """Drift against diffusion of one AdamW step from the optimizer-complete state at `step`.
 
     `model` is ignored: the updates start from the state's float32 parameters, not from a
@@ -244,11 +246,13 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, device: str 
     (the same from the pairs: mean ||(u_1 - u_2)_perp||^2 / 2); clean_norm (||s||); mean_update_norm
     (mean of ||u_i||); cos_mean_clean (cosine between mean u and s); n_draws (pairs); batch_size;
     source ("kept": a state saved by training; "replayed": recomputed from an earlier one).
-    Cost: 2 n_draws minibatch backward passes plus one full-training-set pass, after any replay.
+    Cost: 2 n_draws minibatch backward passes plus one full-training-set pass, after any replay; a
+    replayed state is kept in the run's cache/replayed/ and read back by the next call (`state_cache`
+    False: neither, as `interp analyze --no-cache`).
     """
     n_draws = _check(n_draws)
     step = run.resolve_step(step)
-    st, source = state_of(run, step, device)
+    st, source = state_of(run, step, device, state_cache)
     idx = minibatch_indices(torch_generator(run.spec.seed, "updates"), n_draws, st.tokens.shape[0], st.batch_size)
     row = {"step": step, **update_stats(st, idx, clean_update(st)), "n_draws": n_draws,
            "batch_size": st.batch_size, "source": source}
@@ -260,5 +264,6 @@ N_DRAWS = Option("n-draws", "n_draws", "updates: pairs of one-step minibatch upd
                  positive_int, metavar="N")
 ENTRY = Analysis(
     "updates", __name__, "drift against diffusion: many paired one-step AdamW updates from the optimizer-complete state",
-    default=False, stream="updates", steps="pre,mid,post", options=(N_DRAWS,), needs=(Need("optimizer_state"),), order=140,
+    default=False, stream="updates", steps="pre,mid,post", options=(N_DRAWS,),
+    needs=(Need("optimizer_state", "state_cache"),), order=140,
 )
