@@ -48,6 +48,19 @@ def is_bridge(model: nn.Module) -> bool:
     return type(model).__name__ == "TransformerBridge"
 
 
+# TL 4's bridge wires these capture hooks into its blocks on the first run_with_cache and leaves them there: they record
+# activations for the bridge's own hook points and never change what a module computes
+_BRIDGE_WIRING = "BlockBridge._maybe_wire_capture_hooks."
+
+
+def has_user_hooks(model: nn.Module) -> bool:
+    """Whether a forward hook or pre-hook on any of the model's modules could change what it computes: any hook but
+    the TL 4 bridge's own capture wiring."""
+    return any(not getattr(hook, "__qualname__", "").startswith(_BRIDGE_WIRING)
+               for module in model.modules() for hooks in (module._forward_hooks, module._forward_pre_hooks)
+               for hook in hooks.values())
+
+
 def hooked_config(spec: ModelSpec, n_ctx: int, d_vocab: int, device: str = "cpu"):
     """The HookedTransformerConfig for `spec`: pre-LN, learned positions, untied embeddings."""
     from transformer_lens import HookedTransformerConfig

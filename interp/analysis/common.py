@@ -56,8 +56,11 @@ def weights_version(model) -> tuple:
 def _hooked(model) -> bool:
     """Whether a forward hook on the model could change what it computes (a TransformerLens hook point's or any
     of its modules'): then nothing is shared. Global module hooks are not asked about: torch's own tools (the
-    FLOP counter) attach them to observe, as the fast path's `usable` does not ask either."""
-    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    FLOP counter) attach them to observe, as the fast path's `usable` does not ask either; nor is TL 4's own capture
+    wiring, which a bridge keeps after its first run_with_cache (`interp.model.has_user_hooks`)."""
+    from interp.model import has_user_hooks  # lazy: reading cached results never imports the model module
+
+    return has_user_hooks(model)
 
 
 def shared(model, key: Hashable, compute: Callable[[], T]) -> T:
