@@ -14,11 +14,12 @@ seeds, its ratio to full_batch, and Gamma (median over steps 100:500, ratio of s
 author's criterion and under today's (tau_half: Lc < 0.5 log K, no hold), beside the author's numbers.
 
     python analyses/forks_relapse.py [FOLDER] [--arms A,B] [--seeds 0,1] [--horizon N] [--escape C]
-                                     [--gamma-window A:B] [--relapse-steps N] [--workers N]
+                                     [--gamma-window A:B] [--relapse-steps N] [--workers N] [--out DIR]
 
 FOLDER holding forks.json is read as it is. Otherwise the design is made and trained there
 (FOLDER/parent, FOLDER/relapse, FOLDER/family); running it again trains nothing that is finished.
-The options cut the design down (a check that it works); the design itself is the lead's to run.
+The options cut the design down (a check that it works); the design itself is the lead's to run. The figure
+(escape steps per arm under the first criterion printed, the family's own) goes to DIR/forks_relapse.html.
 """
 
 import argparse
@@ -32,6 +33,7 @@ from _common import row
 from interp.forks.escape import AUTHOR as AUTHOR_ESCAPE
 from interp.forks.escape import DEFAULT as TODAY_ESCAPE
 from interp.forks.family import ForkFamily
+from interp.plots.forks import fork_escapes
 from interp.sweeps.forks import forks
 
 DESIGN = "forks-relapse-tiny"
@@ -108,7 +110,10 @@ def main() -> None:
     parser.add_argument("--gamma-window", help="cut down: the Gamma range A:B (default: the author's 100:500)")
     parser.add_argument("--relapse-steps", type=int, help="cut down: the lr fork's horizon")
     parser.add_argument("--workers", type=int, help="fork workers (default: the design's)")
+    parser.add_argument("--out", default="out", help="folder for the figure (default: out/)")
     args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     family = family_in(Path(args.folder), args)
     table = family.table()
     counts = table["status"].value_counts().to_dict()
@@ -117,6 +122,7 @@ def main() -> None:
           + ", ".join(f"{n} {s}" for s, n in counts.items()))
     window = family.gamma_range
     own = family.escape
+    figure = None
     for criterion in dict.fromkeys([own, AUTHOR_ESCAPE, TODAY_ESCAPE]):
         if criterion.hold > int(d["horizon"]):
             print(f"escape under {criterion.words}: not judged (the hold is longer than the horizon {d['horizon']})")
@@ -133,6 +139,11 @@ def main() -> None:
                 print(row(f"    ratio to {comp.reference}", ratio_text(r), paper[1]))
             print(row("    Gamma", gamma_text(r), paper[2]))
         print(comp.summary())
+        figure = figure or comp
+    if figure is not None:
+        path = out / "forks_relapse.html"
+        fork_escapes(figure).write_html(path, include_plotlyjs=True)
+        print(f"figure: {path}")
 
 
 if __name__ == "__main__":

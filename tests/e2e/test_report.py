@@ -18,8 +18,8 @@ SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False
 SECTIONS = ("timeline", "loss", "shuffle", "dissipation", "sensitivity", "attn_to_z", "segments", "attention",
             "group_hist", "group_share", "ablation", "patching", "usage", "trajectory", "spectra", "representations",
             "lens")
-# computed only when asked: the command is shown
-GEOMETRY = ("hessian", "anisotropy", "escape", "llc", "gradients", "updates")
+# computed only when asked: the command is shown (the edges' two sections first: their analysis is ordered before)
+GEOMETRY = ("edges", "edges_graph", "hessian", "anisotropy", "escape", "llc", "gradients", "updates")
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_report_header_counts_drawn_figures_only(report):
     text = report.read_text()
     meta = text[text.index('<p class="meta">'):].split("</p>", 1)[0]
     # the geometry placeholders are named apart, never counted among the figures
-    assert f" · {len(SECTIONS)} figures drawn, {len(GEOMETRY)} not computed (hessian, llc, gradients, updates: " in meta
+    assert f" · {len(SECTIONS)} figures drawn, {len(GEOMETRY)} not computed (edges, hessian, llc, gradients, updates: " in meta
     assert "could not be made" not in meta and f"of {len(SECTIONS) + len(GEOMETRY)}" not in meta
 
 

@@ -296,7 +296,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(demo_copy, tmp_path, ca
 @pytest.mark.slow
 def test_a_tiny_sweep_measures_the_lead_under_both_definitions(tmp_path):
     """Two runs (K = 3, 5) trained with the author's columns logged: the lead share is measured under ours
-    and under the author's definition on the same runs, and judged (never 'not measured')."""
+    and under the author's definition on the same runs, and judged, or, where two runs leave the interval wider
+    than the author's scale, named inconclusive (never 'not measured' for want of a number)."""
     import torch
 
     from interp.sweeps.presets import sweep_spec
@@ -311,7 +312,7 @@ def test_a_tiny_sweep_measures_the_lead_under_both_definitions(tmp_path):
     (lead,) = [r for r in table.rows if r["key"] == "lead_share"]
     assert lead["measured_on"] == str(sweep.path) and lead["n_runs"] == 2
     assert math.isfinite(lead["value"]) and math.isfinite(lead["author_value"]), lead
-    assert lead["verdict"] in set(R.VERDICTS) - {R.NOT_MEASURED}
+    assert lead["verdict"] in set(R.VERDICTS) - {R.NOT_MEASURED} or "inconclusive" in lead["why"], lead
     assert lead["author_def"] != "not measured" and "k 3..5" not in lead["setting"]  # within the author's K range
     for key in ("lead_trend", "lead_exponent"):  # need 3 values of K: not measured, with the reason and a command
         (row,) = [r for r in table.rows if r["key"] == key]
