@@ -123,18 +123,26 @@ def resume_bytes(step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
                  generators: dict[str, torch.Generator], extra: dict, identity: dict) -> bytes:
     """Everything needed to continue bit-exactly from `step` (float32 parameters, AdamW, RNG),
     with `identity` (IDENTITY_FIELDS: which run and checkpoint it continues) in the hashed metadata."""
-    if set(identity) != set(IDENTITY_FIELDS) or identity["step"] != step:
-        raise ValueError(f"a resume identity needs exactly {IDENTITY_FIELDS} for step {step}, got {identity}")
     from interp.model import tl_optimizer_state, tl_params
 
-    tensors = {f"param.{n}": p.detach().cpu().contiguous() for n, p in tl_params(model).items()}
     opt = tl_optimizer_state(model, optimizer.state_dict())  # checkpoint order and shapes on either TransformerLens
-    for idx, state in opt["state"].items():
+    return state_bytes(step, tl_params(model), opt, {name: gen.get_state() for name, gen in generators.items()},
+                       extra, identity)
+
+
+def state_bytes(step: int, params: dict[str, Tensor], optimizer: dict, generators: dict[str, Tensor], extra: dict,
+                identity: dict) -> bytes:
+    """A resume state's file from its parts (checkpoint-layout parameters, AdamW's state dict in checkpoint order,
+    the generators' states): what `read_resume` reads back."""
+    if set(identity) != set(IDENTITY_FIELDS) or identity["step"] != step:
+        raise ValueError(f"a resume identity needs exactly {IDENTITY_FIELDS} for step {step}, got {identity}")
+    tensors = {f"param.{n}": p.detach().cpu().contiguous() for n, p in params.items()}
+    for idx, state in optimizer["state"].items():
         for key, value in state.items():
             tensors[f"opt.{idx}.{key}"] = value.detach().cpu().contiguous()
     for name, gen in generators.items():
-        tensors[f"rng.{name}"] = gen.get_state()
-    meta = {"step": str(step), "param_groups": json.dumps(opt["param_groups"], sort_keys=True),
+        tensors[f"rng.{name}"] = gen
+    meta = {"step": str(step), "param_groups": json.dumps(optimizer["param_groups"], sort_keys=True),
             "extra": json.dumps(extra, sort_keys=True), IDENTITY_KEY: json.dumps(identity, sort_keys=True)}
     return serialize(tensors, meta, self_hash=True)
 

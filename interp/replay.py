@@ -21,7 +21,6 @@ replaced at its step (another hash), a damaged or edited file, is replayed again
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -149,21 +148,14 @@ def keep_state(run, state, how: str) -> None:
     """Write a replayed state to the run's cache (atomically; the tensors and layout of a resume state, `how`
     in its extra). A cache that cannot be written (a read-only run, `cache` a file) is skipped: the state was
     had, only not kept."""
-    from interp.checkpoints import IDENTITY_KEY, serialize
+    from interp.checkpoints import state_bytes
     from interp.files import atomic_write_bytes
     from interp.run_states import identity
 
-    tensors = {f"param.{n}": p.detach().cpu().contiguous() for n, p in state.params.items()}
-    for idx, entries in state.optimizer["state"].items():
-        for key, value in entries.items():
-            tensors[f"opt.{idx}.{key}"] = value.detach().cpu().contiguous()
-    for name, gen in state.generators.items():
-        tensors[f"rng.{name}"] = gen
-    meta = {"step": str(state.step), "param_groups": json.dumps(state.optimizer["param_groups"], sort_keys=True),
-            "extra": json.dumps({**state.extra, "how": how}, sort_keys=True),
-            IDENTITY_KEY: json.dumps(identity(run, state.step), sort_keys=True)}
+    data = state_bytes(state.step, state.params, state.optimizer, state.generators, {**state.extra, "how": how},
+                       identity(run, state.step))
     try:
-        atomic_write_bytes(cached_path(run, state.step), serialize(tensors, meta, self_hash=True))
+        atomic_write_bytes(cached_path(run, state.step), data)
     except OSError:
         return
 

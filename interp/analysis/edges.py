@@ -222,15 +222,16 @@ def command(run: Run) -> str:
     return f"interp analyze {run.path} --only edges"
 
 
-def cached(run: Run, cache: bool = True) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """The edges tables the run's cache holds, under the default parameters or else those with the most cached steps
-    (as the report reads them), and the cache's notes (entries left out); nothing is computed, no torch imported."""
+def cached(run: Run, cache: bool = True, options: dict | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """The edges tables the run's cache holds, under the parameters of `options` (the defaults when None) or else
+    those with the most cached steps (as the report reads them), and the cache's notes (entries left out); nothing
+    is computed, no torch imported."""
     from interp.analysis.cache import ResultCache
     from interp.analysis.registry import get
 
     entry = get("edges")
     store = ResultCache(run, enabled=cache)
-    return store.cached_any(entry.cache_key(entry.params())), store.notes
+    return store.cached_any(entry.cache_key(entry.params(options))), store.notes
 
 
 def chosen_steps(steps, tau: int | None, snap: int | None) -> dict[str, int]:

@@ -245,11 +245,9 @@ def summarise(records: list[dict], left_out: dict[str, str] | None = None, level
 def cached_edges(run, options: dict | None = None) -> dict | None:
     """The run's cached edges tables ({"edges", "edges_curve"}) under the parameters of `options` (the defaults
     when none), else under whichever have the most cached steps; None when there are none. Never computes."""
-    from interp.analysis import registry
-    from interp.analysis.cache import ResultCache
+    from interp.analysis.edges import cached
 
-    entry = registry.get("edges")
-    tables = ResultCache(run).cached_any(entry.cache_key(entry.params(options)))
+    tables, _ = cached(run, options=options)
     if not all(name in tables and not tables[name].empty for name in ("edges", "edges_curve")):
         return None
     return tables
