@@ -23,8 +23,8 @@ import warnings
 from dataclasses import dataclass, field
 
 from interp.errors import InterpError
-from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, NOT_MEASURED, VERDICTS, Claim
-from interp.mechanisms.reconcile_rules import claim, each_arm, setting_differences, verdict
+from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, NOT_MEASURED, VERDICTS, Claim, verdict
+from interp.mechanisms.reconcile_rules import claim, each_arm, escape_difference, gamma_window_difference, setting_differences
 from interp.mechanisms.rules import Measure
 
 FIELDS = ("n_layers", "n_heads", "d_model", "d_mlp", "k", "n_bases", "lr", "batch_size", "checkpoint_every")
@@ -279,6 +279,7 @@ def table_claims(g: Gathered, table) -> None:
     """The family-level claims of a sweep table (`Sweep.table(circuits=True)`): the sweep fits, the circuit
     fits under both definitions, and the attention onset against the dz onset of each run."""
     from interp.sweeps.circuit_fits import circuit_fits
+    from interp.sweeps.conditions import noise
     from interp.sweeps.family import Fits, attempt, sweep_fits
 
     done = table[table["status"] == "done"]
@@ -287,7 +288,7 @@ def table_claims(g: Gathered, table) -> None:
     _fit(g, "fixed_d", fits, "fixed_d", lambda f: _slope(f.fit, "log tau against log K at fixed D"))
     _fit(g, "noise_lr", fits, "noise", lambda f: _slope(f.lr, "log tau_half against log lr"))
     _fit(g, "noise_batch", fits, "noise", lambda f: _slope(f.batch, "log tau_half against log batch size"))
-    window = attempt(Fits(), {"noise": (True, "", lambda: _noise_window(table))})
+    window = attempt(Fits(), {"noise": (True, "", lambda: noise(table, y="tau_window", direction="bz_to_a"))})
     _fit(g, "noise_lr", window, "noise", lambda f: _slope(f.lr, "log tau_window against log lr"), author=True)
     _fit(g, "noise_batch", window, "noise", lambda f: _slope(f.batch, "log tau_window against log batch"), author=True)
     _fit(g, "asymmetry", fits, "asymmetry",
@@ -310,12 +311,6 @@ def table_claims(g: Gathered, table) -> None:
         g.missing["attention_onset"] = "no run has a cached attention onset (the circuits analyses) and a dz onset"
 
 
-def _noise_window(table):
-    from interp.sweeps.conditions import noise
-
-    return noise(table, y="tau_window", direction="bz_to_a")
-
-
 def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Gathered, object]:
     from interp.mechanisms.table import for_family
 
@@ -332,7 +327,7 @@ def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Ga
         g.ours["fork_full_batch"] = Measure(row["value"], row["low"], row["high"], row["n_runs"], row["detail"])
     else:
         g.missing["fork_full_batch"] = row["why"]
-    _fork_arms(g, family.table())
+    _fork_arms(g, family.table(), family.design)
     return g, mech
 
 
@@ -353,16 +348,19 @@ def _relapsed(family) -> bool:
     return step is not None and min(family.design["steps"]) >= step and min(at) > 0.9 * family.parent.log_k
 
 
-def _fork_arms(g: Gathered, table) -> None:
-    """The trap ratios (each noise arm's median escape over the full-batch arm's) and the realised Gamma."""
+def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
+    """The trap ratios (each noise arm's median escape over the full-batch arm's) and the realised Gamma, each at the
+    arm's earliest fork step; an escape criterion or a Gamma window (`design`'s) not the author's is named."""
     import pandas as pd
 
     from interp.sweeps.forks import forks
 
-    criterion = str(table["escape_criterion"].dropna().iloc[0]) if "escape_criterion" in table and \
-        table["escape_criterion"].notna().any() else "tau_half after the fork"
-    if "hold" in criterion or "held" in criterion:
-        g.same.add(FORK_ESCAPE)
+    named = table["escape_criterion"].dropna() if "escape_criterion" in table else pd.Series(dtype=str)
+    criterion = str(named.iloc[0]) if len(named) else "tau_half after the fork"
+    escape = escape_difference(criterion if len(named) else None)  # "": the author's; FORK_ESCAPE: not known
+    g.same.update({FORK_ESCAPE} if escape != FORK_ESCAPE else set())
+    for c in (c for c in CLAIMS if escape and escape != FORK_ESCAPE and FORK_ESCAPE in c.extra_setting):
+        g.more.setdefault(c.key, []).append(escape)
     arms = {"fork_isotropic": "isotropic_noise", "fork_measured": "measured_noise", "fork_v_only": "v_only_noise"}
     rows, why = None, ""
     with warnings.catch_warnings():  # censored forks enter as lower bounds: the rows' intervals say so
@@ -375,8 +373,7 @@ def _fork_arms(g: Gathered, table) -> None:
         have = None if rows is None else rows[(rows["label"].str.split(":").str[0] == arm)
                                               & rows["ratio"].astype(float).notna()]
         if have is None or have.empty:
-            g.missing[key] = why if rows is None else (f"no {arm} fork with a defined ratio to full_batch forks at "
-                                                       f"the same fork step")
+            g.missing[key] = why or f"no {arm} fork with a defined ratio to full_batch forks at the same fork step"
             continue
         first = have[have["fork_step"] == have["fork_step"].min()]
         author = first[first["label"].str.contains("xi=isotropic")]  # the author's v-only noise is isotropic
@@ -385,19 +382,26 @@ def _fork_arms(g: Gathered, table) -> None:
             g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
         g.ours[key] = Measure(float(r["ratio"]), float(r["ratio_low"]), float(r["ratio_high"]), int(r["n"]),
                               f"{r['label']} / full_batch median escape ({criterion}) at fork step {int(r['fork_step'])}")
-    done = table[table["status"] == "done"] if "gamma" in table else table.iloc[:0]
+    gamma = pd.to_numeric(table["gamma"], errors="coerce") if "gamma" in table else pd.Series(math.nan, index=table.index)
+    done = table[(table["status"] == "done") & (gamma.abs() < math.inf)].assign(gamma=gamma)  # the forks with a Gamma
     params = done["arm_params"].astype(str) if "arm_params" in done else pd.Series("", index=done.index, dtype=str)
+    design = design or {}
+    window = f" over the first {design['gamma_window']} steps after the fork" if design.get("gamma_window") else ""
+    differs = [d for d in [gamma_window_difference(design.get("gamma_window"), design.get("gamma_every"))] if d]
     for key, names in (("fork_gamma_v_only", {"v_only_noise"}), ("fork_gamma_both", {"measured_noise", "isotropic_noise"})):
         pick = done["arm"].isin(names)
         if key == "fork_gamma_v_only" and (pick & params.str.contains("xi=isotropic")).any():
             pick &= params.str.contains("xi=isotropic")  # the author's v-only noise
         elif key == "fork_gamma_v_only" and (pick & params.str.contains("xi=measured")).any():
             g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
-        arms = {arm: _mean(done.loc[pick & (done["arm"] == arm), "gamma"].astype(float).tolist(), f"Gamma of the {arm} forks")
-                for arm in sorted(names)}  # each arm judged on its own: never a mean over arms that differ
+        at = {arm: done[pick & (done["arm"] == arm)] for arm in sorted(names)}  # each arm at its earliest fork step,
+        at = {arm: d[d["fork_step"] == d["fork_step"].min()] for arm, d in at.items()}  # as the trap ratios
+        arms = {arm: _mean(d["gamma"].tolist(), f"Gamma (ratio of sums{window}) of the {arm} forks at fork step "
+                           f"{d['fork_step'].min():.0f}") for arm, d in at.items()}  # never a mean over arms that differ
         arms = {arm: m for arm, m in arms.items() if m is not None}
         if arms:
             g.ours[key] = each_arm(claim(key), arms)
+            g.more.setdefault(key, []).extend(differs)
         else:
             g.missing[key] = f"no {' or '.join(sorted(names))} fork with a measured Gamma (gamma_every > 0)"
 

@@ -18,7 +18,7 @@ The verdict, in this order:
 3. **reproduced**: the deciding comparison agrees (the author's definition where it is
    measured, else ours).
 4. **differs because of a setting**: it does not agree and the setting differs from the
-   author's (model, K, n_bases, lr, batch size, the fork's state or escape criterion): the row
+   author's (model, K, n_bases, lr, batch size, the fork's state, escape criterion or Gamma window): the row
    names each difference. A setting named is a candidate cause, not a proof.
 5. **not reproduced**: it does not agree in the author's own setting.
 
@@ -68,6 +68,10 @@ PAPER = {**PAPER_MODEL, "n_bases": 1000, "lr": 1e-3, "batch_size": 128}
 FORKS = {**PAPER_MODEL, "k": 10, "n_bases": 1000, "lr": 0.0125, "batch_size": 128}
 FORK_STATE = "state: the first plateau (author: a relapsed, collapsed state)"
 FORK_ESCAPE = "escape: without a hold (author: first-token CE < 3.0 held 500 steps)"
+# the author's escape (SPEC 9.2): full-vocabulary first-token CE below 3.0 nats, held at least 500 steps
+AUTHOR_ESCAPE, AUTHOR_HOLD = "loss_first < 3.0 held 500 steps", 500
+# the author's Gamma: the ratio of sums over the first T = 2,000 steps after the fork (or the median over 100-500)
+GAMMA_T = 2000
 
 
 # ---------------------------------------------------------------------------- checks
@@ -250,6 +254,33 @@ def setting_differences(c: Claim, ours: dict[str, list]) -> list[str]:
             mine = _show(have[0]) if len(have) == 1 else f"{_show(have[0])}..{_show(have[-1])}"
             out.append(f"{name} {mine} (author {_show(theirs)})")
     return out + list(c.extra_setting)
+
+
+def escape_difference(criterion: str | None) -> str:
+    """The fork rows' escape difference for a family's criterion text: "" when it is the author's (loss_first < 3.0,
+    not in log K, held >= AUTHOR_HOLD), FORK_ESCAPE when it is missing or unreadable, else ours and the author's."""
+    from interp.errors import InterpError
+    from interp.forks.escape import parse_escape
+
+    try:
+        c = parse_escape(criterion) if criterion else None
+    except InterpError:
+        c = None
+    if c is None:
+        return FORK_ESCAPE
+    if (c.metric, c.op, c.in_log_k) == ("loss_first", "<", False) and c.threshold == 3.0 and c.hold >= AUTHOR_HOLD:
+        return ""
+    return f"escape {c.words} (author: {AUTHOR_ESCAPE})"
+
+
+def gamma_window_difference(window: int | None, every: int | None) -> str:
+    """The Gamma rows' window difference: our ratio of sums runs over the first `window` steps after the fork (sampled
+    every `every` steps); "" when it is the author's T = GAMMA_T steps, or when the window is not known."""
+    if not window or int(window) == GAMMA_T:
+        return ""
+    sampled = f", sampled every {int(every)} steps" if every and int(every) > 1 else ""
+    return (f"Gamma window: ratio of sums over the first {int(window)} steps after the fork{sampled} (author: over "
+            f"T = {GAMMA_T:,} steps, or the median over steps 100-500)")
 
 
 # ---------------------------------------------------------------------------- the verdict

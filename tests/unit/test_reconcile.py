@@ -187,6 +187,71 @@ def test_gamma_in_both_moments_holds_only_if_it_holds_for_each_arm():
     assert "measured_noise 0.779" in row["detail"] and row["n_runs"] == 2
 
 
+def _family_table(gammas: dict, criterion: str | None = None, steps=(100,)):
+    """A family table: per arm and fork step, two forks with the given Gammas (arm -> step -> [g0, g1]); full batch
+    escapes at 100-120 steps, every noise arm at 600-700 (a 5.9x ratio), under `criterion` when given."""
+    import pandas as pd
+
+    rows = []
+    for arm, by_step in gammas.items():
+        for step in steps:
+            for i, gam in enumerate(by_step.get(step, [math.nan, math.nan])):
+                esc = [100.0, 120.0][i] if arm == "full_batch" else [600.0, 700.0][i]
+                rows.append({"run": f"at{step}-{arm}-s{i}", "status": "done", "fork_step": step, "arm": arm,
+                             "arm_params": "", "steps_run": 3000, "horizon": 3000, "escape_half": esc,
+                             "censored_escape_half": False, "gamma": gam,
+                             **({"escape": esc, "censored_escape": False, "escape_criterion": criterion}
+                                if criterion else {})})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("criterion,named", [
+    ("loss_first<3,hold=100", "escape loss_first < 3 held 100 steps (author: loss_first < 3.0 held 500 steps)"),
+    ("loss_cand<0.5logK", "escape loss_cand < 0.5 log K, no hold (author: loss_first < 3.0 held 500 steps)"),
+    ("loss_first<3.0,hold=500", None), ("loss_first<3,hold=1000", None), (None, R.FORK_ESCAPE)])
+def test_a_held_escape_is_the_authors_only_with_his_metric_threshold_and_hold(criterion, named):
+    """A criterion that holds is not enough: only loss_first < 3.0 held >= 500 steps clears the escape difference;
+    any other is named on every fork row with the author's beside it, so a disagreement reads as a setting."""
+    from interp.mechanisms.reconcile import _fork_arms
+
+    g = Gathered("forks/f", "fork family")
+    g.same.add(R.FORK_STATE)  # a relapsed family: the escape is the only fixed difference left
+    _fork_arms(g, _family_table({"full_batch": {}, "v_only_noise": {}}, criterion))
+    g.ours["fork_full_batch"] = m(0.1, 0.05, 0.2)
+    by = {r["key"]: r for r in rows_of([g])}
+    assert "loss_first<" not in str(criterion) or criterion in by["fork_v_only"]["detail"]
+    for key in ("fork_v_only", "fork_full_batch"):
+        assert by[key]["setting"] == (named or ""), by[key]
+    g.ours["fork_v_only"] = m(1.2, 1.0, 1.4)  # not the author's 5.75x
+    row = {r["key"]: r for r in rows_of([g])}["fork_v_only"]
+    assert row["verdict"] == (R.DIFFERS_SETTING if named else R.NOT_REPRODUCED), row
+
+
+def test_gamma_is_taken_at_the_earliest_fork_step_with_a_gamma_and_names_its_window():
+    """As the trap ratios: Gamma at each arm's earliest fork step that has one (not pooled over fork steps), the step
+    and the window in the detail; a window other than the author's T = 2,000 steps is a named setting difference."""
+    from interp.mechanisms.reconcile import _fork_arms
+
+    gammas = {"full_batch": {}, "v_only_noise": {100: [0.98, 1.02], 300: [3.0, 3.2]},
+              "measured_noise": {300: [1.9, 2.0]},  # no Gamma at 100: its earliest with one is 300
+              "isotropic_noise": {100: [2.0, 2.1], 300: [5.0, 5.5]}}
+    g = Gathered("forks/f", "fork family")
+    _fork_arms(g, _family_table(gammas, steps=(100, 300)), {"gamma_window": 100, "gamma_every": 10})
+    v_only, both = g.ours["fork_gamma_v_only"], g.ours["fork_gamma_both"]
+    assert v_only.value == pytest.approx(1.0) and v_only.n_runs == 2  # pooled with step 300 it would be 2.05
+    assert "at fork step 100" in v_only.detail and "over the first 100 steps after the fork" in v_only.detail
+    assert "measured_noise 1.95" in both.detail and "isotropic_noise 2.05" in both.detail
+    by = {r["key"]: r for r in rows_of([g])}
+    window = ("Gamma window: ratio of sums over the first 100 steps after the fork, sampled every 10 steps (author: "
+              "over T = 2,000 steps, or the median over steps 100-500)")
+    for key in ("fork_gamma_v_only", "fork_gamma_both"):
+        assert by[key]["verdict"] == R.REPRODUCED and window in by[key]["setting"], by[key]
+    assert window not in by["fork_v_only"]["setting"]  # the window is Gamma's alone
+    g = Gathered("forks/f", "fork family")
+    _fork_arms(g, _family_table(gammas, steps=(100, 300)), {"gamma_window": 2000, "gamma_every": 1})
+    assert "Gamma window" not in {r["key"]: r for r in rows_of([g])}["fork_gamma_v_only"]["setting"]
+
+
 def test_a_family_clears_the_forks_state_only_from_a_relapsed_state():
     """The author forked a collapsed state: a family clears FORK_STATE only when every fork step lies at or after
     its parent's relapse and the parent's Lc (last evaluation at or before the step) is still near log K there."""
