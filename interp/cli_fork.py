@@ -118,10 +118,16 @@ def cmd_fork(args: argparse.Namespace) -> int:
     n = len(family.points())
     print(f"fork family {family.path}: {n} forks of {parent.path} ({args.backend}"
           + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
-    family.train(backend=args.backend, workers=args.workers, threads=args.threads_per_run, device=device,
-                 address=args.address, cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
-                 progress=not args.quiet)
-    return _status(family, args.json)
+    outcome = family.train(backend=args.backend, workers=args.workers, threads=args.threads_per_run, device=device,
+                           address=args.address, cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
+                           progress=not args.quiet)
+    code = _status(family, args.json, held_ok=True)
+    from interp.collections.training import held_note
+
+    note = held_note(family, family.final_states(outcome), "fork", "interp fork status")
+    if note:  # forks another process trains: its to finish, not this command's failure (exit 0, as interp sweep)
+        print(note, file=sys.stderr)
+    return code
 
 
 def _relapse(args: argparse.Namespace):
@@ -163,9 +169,12 @@ def _single(run, as_json: bool, criterion, window: tuple[int, int]) -> int:
     return 0 if state == "done" else 1
 
 
-def _status(family, as_json: bool, escape: str | None = None, gamma_window: str | None = None) -> int:
+def _status(family, as_json: bool, escape: str | None = None, gamma_window: str | None = None,
+            held_ok: bool = False) -> int:
     """The family's table and comparison, its escape judged under its criterion and its per-step Gamma median
-    over its range, or those `--escape` / `--gamma-window` give (re-judged from the logs; bad ones refused first)."""
+    over its range, or those `--escape` / `--gamma-window` give (re-judged from the logs; bad ones refused first).
+    Exit 1 when a fork is damaged, failed or unfinished; with `held_ok` (after training) not for a fork another
+    process is training."""
     import warnings
 
     from interp.cli_sweep import report_damaged
@@ -203,7 +212,7 @@ def _status(family, as_json: bool, escape: str | None = None, gamma_window: str 
             print(f"{r['run']:<36} at {r['fork_step']:<6} {label:<30} seed {r['fork_seed']:<3} {r['status']:<12} "
                   f"escape_half {half}{held}{gamma}")
         print(comparison.summary() if comparison is not None else f"(no comparison: {note})")
-    unfinished = int((~table["status"].isin(["done", "damaged"])).sum())
+    unfinished = int((~table["status"].isin(["done", "damaged", *(["running"] if held_ok else [])])).sum())
     failed = int((table["status"] == "failed").sum())
     return max(report_damaged(table, name_them=as_json), 1 if failed or unfinished else 0)
 
@@ -239,7 +248,7 @@ def add_parsers(sub) -> None:
                         "loss_first<3.0,hold=500); with status: re-judged from the logs")
     p.add_argument("--relapse", metavar="METRIC>THRESHOLD[,hold=STEPS]",
                    help="with --at relapse: when a solved run has relapsed (default: loss_cand>0.9logK,hold=200); "
-                        "the fork starts from the kept state nearest at or after it (docs/forks.md, \"Relapse\")")
+                        "the fork starts from the kept state nearest at or after it, still relapsed (docs/forks.md, \"Relapse\")")
     p.add_argument("--eval-every", type=_positive_int, help="evaluate every N steps (default: the parent's)")
     p.add_argument("--checkpoint-every", type=_positive_int, help="checkpoint every N steps (default: the parent's)")
     p.add_argument("--checkpoint-dtype", choices=list(CHECKPOINT_DTYPES), help="default: the parent's")

@@ -142,10 +142,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                                      (running, "being trained by another process"),
                                                      (unfinished, "not finished")) if count]
     print(f"{', '.join(parts)} (interp sweep status {sweep.path})", file=sys.stderr)
-    if running:
-        names = [name for name, (state, _) in final.items() if state == "running"]
-        print(f"interp: {running} run(s) are being trained by another process ({', '.join(names)}); "
-              f"they are its to finish: see interp sweep status {sweep.path}", file=sys.stderr)
+    if running:  # its to finish, not this command's failure: exit 0 (as a fork family: interp.cli_fork)
+        from interp.collections.training import held_note
+
+        print(held_note(sweep, final, "run", "interp sweep status"), file=sys.stderr)
     return 1 if failed or damaged or unfinished else 0
 
 
@@ -259,7 +259,7 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
                           "table": jsonable(table.to_dict("records")),
                           "fits": {k: v.to_dict() for k, v in fits.results.items()},
                           "not_applicable": fits.problems, "warnings": fits.warnings,
-                          "lead_definitions": jsonable(leads),
+                          "lead_definitions": jsonable(leads), "run_notes": outcome.run_notes,
                           **({"edges": outcome.edges.to_dict()} if outcome.edges is not None else {})}, default=str))
         return 1 if bad else 0
     print(f"{sweep.path}: {len(outcome.results)} run(s) analysed ({outcome.computed} computed, {outcome.cached} "
@@ -276,6 +276,11 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
         print("  circuits by edges, across the runs:")
         for line in outcome.edges.lines():
             print(f"    {line}")
+    if outcome.run_notes:  # each run's problems and notes (a step beyond the run, a damaged cache entry), said once
+        print("  notes by run:")
+        for name, lines in outcome.run_notes.items():
+            print(f"    {name}:")
+            print("\n".join(f"      {line}" for line in lines))
     for line in fits.warnings:
         print(f"interp: warning: {line}", file=sys.stderr)
     if bad:

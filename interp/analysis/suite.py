@@ -15,6 +15,7 @@ be, are named in `SuiteResult.notes` (and `cache_notes`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -45,33 +46,42 @@ class SuiteResult:
     damaged: dict[str, dict[int, str]] = field(default_factory=dict)  # analysis -> step -> its cache entry not used
 
 
-def routing_head_of(run: Run, store: ResultCache, device: str = "cpu",
-                    unreadable: dict[int, str] | None = None, compute: bool = True) -> tuple[str, int] | None:
+def memo_key(key: dict, step: int) -> tuple[str, int]:
+    """A cache key and step as a dict key (`routing_head_of`'s `seen`)."""
+    return json.dumps(key, sort_keys=True), step
+
+
+def routing_head_of(run: Run, store: ResultCache, device: str = "cpu", unreadable: dict[int, str] | None = None,
+                    compute: bool = True, seen: dict | None = None) -> tuple[str, int] | None:
     """The routing head and the step it was read at: the largest z-share at the last saved step
     whose sensitivity can be had (cached like any other analysis). Steps whose checkpoint cannot
     be read are skipped, from the last backwards, and recorded in `unreadable` (step -> why);
     InterpError only when no step can be read. With `compute=False` only the cache is read: the
-    last step whose sensitivity is cached, or None when none is."""
+    last step whose sensitivity is cached, or None when none is. The sensitivity tables it read or
+    computed go in `seen` (by `memo_key`), so the suite does not compute them again (with --no-cache)."""
     from interp.analysis import sensitivity
 
     entry = registry.get("sensitivity")
     params = entry.params()
+    key = entry.cache_key(params)
     unreadable = {} if unreadable is None else unreadable
+    seen = {} if seen is None else seen
     for step in reversed(run.steps):
         if step in unreadable:
             continue
         if not compute:
-            tables = store.load(entry.cache_key(params), step, action="left out")
+            tables = store.load(key, step, action="left out")
             if tables is not None:
+                seen[memo_key(key, step)] = tables
                 return sensitivity.routing_head(tables["sensitivity"]), step
             continue
         try:
-            df = store.per_step(entry.cache_key(params), [step],
-                                lambda s: {"sensitivity": entry.at_step()(run, s, device=device, **params)})
+            tables = store.per_step(key, [step], lambda s: {"sensitivity": entry.at_step()(run, s, device=device, **params)})
         except InterpError as exc:
             unreadable[step] = str(exc)
             continue
-        return sensitivity.routing_head(df["sensitivity"]), step
+        seen[memo_key(key, step)] = tables
+        return sensitivity.routing_head(tables["sensitivity"]), step
     if not compute:
         return None
     last = run.steps[-1] if run.steps else None
@@ -128,12 +138,13 @@ def run_suite(
         result.labels[entry.name] = {s: lab for s, lab in plans[entry.name] if lab}
     unreadable = result.unreadable
     routing: str | None = None
+    seen: dict = {}  # the sensitivity the routing head was read from: not computed (or read) twice
     for entry in list(entries):
         params = entry.params(options)
         need = entry.need("routing_head")
         if need is not None and params.get(need.param) == registry.ROUTING:  # read from the sensitivity analysis
             if routing is None:
-                found = routing_head_of(run, store, device, unreadable, compute)
+                found = routing_head_of(run, store, device, unreadable, compute, seen)
                 if found is None:  # compute=False and no sensitivity cached: nothing to read it from
                     result.missing[entry.name] = [s for s, _ in plans[entry.name]]
                     entries.remove(entry)
@@ -150,7 +161,10 @@ def run_suite(
     frames: dict[str, list[pd.DataFrame]] = {}
     for step in all_steps:
         todo = [e for e in entries if any(s == step for s, _ in plans[e.name])]
-        hits = {e.name: store.load(e.cache_key(result.params[e.name]), step) for e in todo}
+        hits = {}
+        for e in todo:
+            key = e.cache_key(result.params[e.name])
+            hits[e.name] = seen.pop(memo_key(key, step)) if memo_key(key, step) in seen else store.load(key, step)
         model = None
         if not compute:
             for entry in todo:

@@ -5,7 +5,7 @@ and hands them to an executor (`interp.collections.executors`) as jobs of `train
 point is an ordinary run folder, trained by `interp.train.train`, which resumes from the last
 checkpoint and holds the run's OS file lock. So training a sweep or a fork family again skips
 finished runs and resumes interrupted ones, and no two workers ever write one run: a run
-another live process holds is skipped ("running"), never failed.
+another live process holds is skipped ("running"), never failed, and `held_note` names it at the end.
 """
 
 from __future__ import annotations
@@ -181,3 +181,17 @@ def train_points(
         bar.close()
     outcome.results[:0] = skipped
     return outcome
+
+
+def held_note(collection, final: dict, what: str, status: str) -> str | None:
+    """The closing line of a training command that left points to another live process (their final state
+    "running", `Collection.final_states`): which, who holds each, and what to do; None when there are none.
+    Such points are not this command's failure: `interp sweep` and a fork family exit 0 for them."""
+    from interp.collections.states import holder
+
+    held = [name for name, (state, _) in final.items() if state == "running"]
+    if not held:
+        return None
+    who = ", ".join(f"{name} ({holder(collection.path / name)})" for name in held)
+    return (f"interp: {len(held)} {what}(s) skipped, being trained by another process: {who}; that process finishes "
+            f"them (see {status} {collection.path}); if it stops first, run this command again to resume them")

@@ -13,8 +13,11 @@ evaluation for 200 steps. A stretch whose hold runs past the last evaluation is 
 `relapse_at(run, criterion)` is the step a fork family starts from (`interp fork RUN --at relapse
 [--relapse CRITERION]`): the step nearest at or after the detection that has a state a fork can
 start from: a kept state, else the resume state; a run that is not a fork may also be replayed at a
-saved step. A criterion never met, or a fork that kept no state at or after it, is refused with the
-reason (and, for the second, the remedy).
+saved step. The state must lie within the relapsed stretch: before the first evaluation after the
+relapse whose metric is no longer past the threshold (a run that re-solved); NaN, not evaluated, is
+skipped. So the criterion's metric at the run's last evaluation at or before the step is still past
+it, as reconcile's `_relapsed` asks of a family's fork steps. A criterion never met, or a fork that
+kept no state inside the stretch, is refused with the reason (and, for the second, the remedy).
 """
 
 from __future__ import annotations
@@ -69,27 +72,47 @@ def not_relapsed(run, criterion: EscapeCriterion) -> str:
             f"last evaluation ({last}); train the lr fork longer or at a higher lr, or give another --relapse")
 
 
+def relapsed_until(steps, values, relapse: int, criterion: EscapeCriterion, log_k: float) -> int | None:
+    """The first evaluated step after `relapse` whose value is no longer past the criterion's threshold (NaN:
+    not evaluated, skipped): where the relapsed stretch ends; None when it lasts to the last evaluation."""
+    limit = criterion.limit(log_k)
+    for s, v in zip(steps, values):
+        if s > relapse and v == v and not (v > limit if criterion.op == ">" else v < limit):
+            return int(s)
+    return None
+
+
 def relapse_at(run, criterion=None) -> int:
     """The step to fork `run` at for its relapsed state (module docstring); InterpError if there is none."""
     from interp.run_states import kept_steps
 
     criterion = parse_relapse(criterion)
-    found = relapse_step(run, criterion)
+    series = run.metric_series("loss_cand", criterion.metric)
+    steps, values = series["step"], series[criterion.metric]
+    found = detect(steps, series["loss_cand"], values, run.log_k, criterion)[1]
     if found is None:
         raise InterpError(not_relapsed(run, criterion))
-    kept = [s for s in kept_steps(run) if s >= found]
-    if kept:
-        return kept[0]
+    ended = relapsed_until(steps, values, found, criterion, run.log_k)
     resume = run.load_resume()
-    if resume is not None and resume.step >= found:
-        return resume.step
+    candidates = [(s, "a kept state") for s in kept_steps(run) if s >= found]
+    candidates += [(resume.step, "the resume state")] if resume is not None and resume.step >= found else []
     if run.fork is None:
-        saved = [s for s in run.steps if s >= found]
-        if saved:
-            return saved[0]  # replayed (interp.replay)
-    raise InterpError(f"{run.path} relapsed at step {found} ({criterion.words}) but keeps no optimizer state at or "
-                      f"after it" + (", and a fork's states cannot be replayed" if run.fork is not None else "")
-                      + ": make the lr fork again with --save-optimizer (docs/forks.md, \"Relapse\")")
+        candidates += [(s, "a saved step, replayed") for s in run.steps if s >= found]  # interp.replay
+    inside = [s for s, _ in candidates if ended is None or s < ended]
+    if inside:
+        return inside[0]
+    where = f"{run.path} relapsed at step {found} ({criterion.words})"
+    if not candidates:
+        raise InterpError(f"{where} but keeps no optimizer state at or after it"
+                          + (", and a fork's states cannot be replayed" if run.fork is not None else "")
+                          + ": make the lr fork again with --save-optimizer (docs/forks.md, \"Relapse\")")
+    step, kind = min(candidates)
+    value = values[steps.index(ended)]
+    raise InterpError(f"{where} but was no longer relapsed from step {ended} ({criterion.metric} {value:.4g}, not "
+                      f"{criterion.op} {criterion.limit(run.log_k):.4g}); the nearest state at or after the relapse, "
+                      f"{kind} at step {step}, lies after that and would fork a re-solved state: make the lr fork "
+                      f"again with --save-optimizer and a denser --checkpoint-every (a state kept in {found}..{ended - 1}), "
+                      f"or give --at STEP explicitly (docs/forks.md, \"Relapse\")")
 
 
 def relapse_shown(run, criterion=None) -> tuple[tuple[str, str], dict]:

@@ -56,9 +56,10 @@ def claim_analysis(folder: Path, wait: bool):
 
 def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int | None = None,
                   resubmitted: bool = False) -> dict:
-    """Run the suite on one run folder (`request`: only, steps, options, cache, wait) holding its
-    analysis lock (`claim_analysis`). Never raises: returns {"name", "state" (done, failed, or busy:
-    another process holds the lock and `wait` is False; nothing was computed), "seconds", "error",
+    """Run the suite on one run folder (`request`: only, steps, options, cache, wait, and routing_head: cache
+    the routing head's sensitivity too, for the edges) holding its analysis lock (`claim_analysis`). Never
+    raises: returns {"name", "state" (done, failed, or busy: another process holds the lock and `wait` is
+    False; nothing was computed), "seconds", "error",
     "computed", "cached", "problems", "notes", "findings"}. Resubmitted after a worker died, it simply
     runs again: what the dead worker cached is read back."""
     import torch
@@ -78,11 +79,14 @@ def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int 
             if busy:
                 result.update(state="busy", error=busy)
                 return result
-        suite = run_suite(Run.open(folder), only=request.get("only"), steps=request.get("steps"),
+        run = Run.open(folder)
+        suite = run_suite(run, only=request.get("only"), steps=request.get("steps"),
                           options=request.get("options"), device=device, progress=False,
                           cache=request.get("cache", True))
         result.update(computed=suite.cache_misses, cached=suite.cache_hits, problems=list(suite.problems),
                       notes=list(suite.notes), findings=dict(suite.findings))
+        if request.get("routing_head") and request.get("cache", True) and suite.routing_step is None:
+            routing_head(run, device, suite.unreadable, result)
     except Exception as exc:  # noqa: BLE001 - a failed run is a result, the others go on
         result.update(state="failed", error=str(exc) if isinstance(exc, InterpError) else f"{type(exc).__name__}: {exc}")
     finally:
@@ -90,6 +94,21 @@ def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int 
             lock.release()
         result["seconds"] = round(time.perf_counter() - began, 3)
     return result
+
+
+def routing_head(run, device: str, unreadable: dict[int, str], result: dict) -> None:
+    """Cache the sensitivity the run's routing head is read from (one checkpoint, the last readable) for the edges'
+    routing-first share (`interp.sweeps.edge_overlap`), unless cached; counted in `result`, its notes added."""
+    from interp.analysis.cache import ResultCache
+    from interp.analysis.suite import routing_head_of
+
+    store = ResultCache(run)
+    try:
+        routing_head_of(run, store, device, dict(unreadable))
+    except InterpError as exc:
+        result["notes"].append(f"no routing head for the edges' routing-first share: {exc}")
+    result["computed"] += store.misses  # a head read back from the cache is no result asked for: not counted
+    result["notes"] = list(dict.fromkeys([*result["notes"], *store.notes]))
 
 
 @dataclass
@@ -120,6 +139,13 @@ class SweepAnalysis:
     @property
     def with_problems(self) -> list[dict]:
         return [r for r in self.results if r.get("problems")]
+
+    @property
+    def run_notes(self) -> dict[str, list[str]]:
+        """Each run's problems (steps not analysed) then notes (a step beyond the run, cache entries not used), each
+        said once; runs with none are left out."""
+        out = {r["name"]: list(dict.fromkeys([*(r.get("problems") or ()), *(r.get("notes") or ())])) for r in self.results}
+        return {name: lines for name, lines in out.items() if lines}
 
 
 def finished_runs(sweep, table=None) -> tuple[list[str], dict[str, str]]:
@@ -153,7 +179,8 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
     until the others are done, then waited for and read from its cache, so no result is computed
     twice; with `wait=False` it is named in `skipped` instead. The table with the
     circuit columns and their fits are built at the end, from the caches (and, when `only` has the
-    edges analysis, `edges`: `interp.sweeps.edge_overlap.edge_overlap`)."""
+    edges analysis, `edges`: `interp.sweeps.edge_overlap.edge_overlap`, whose routing-first share needs each
+    run's routing head: its sensitivity at the last readable checkpoint is then computed and cached too)."""
     from tqdm.auto import tqdm
 
     from interp.analysis import registry
@@ -180,7 +207,9 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
                     options[key] = option.read(options[key])
     for name in todo:
         check_analysis_options(sweep.run(name), entries, options)
-    request = {"only": list(names), "steps": steps, "options": options, "cache": cache, "wait": False}
+    # the edges' routing-first share needs each run's routing head: its sensitivity at one checkpoint is cached too
+    request = {"only": list(names), "steps": steps, "options": options, "cache": cache, "wait": False,
+               "routing_head": "edges" in names}
     jobs = [Job(analyze_point, str(sweep.path / name), request) for name in todo]
     out = SweepAnalysis(skipped=skipped)
     bar = tqdm(total=len(jobs), desc=f"analyze {sweep.name}", unit="run", disable=not progress, dynamic_ncols=True)

@@ -22,7 +22,9 @@ undefined are named with why and left out.
   noise; `population="all"` takes every edge). A tie with another edge at that checkpoint counts as first (steps
   between checkpoints cannot order them); `strictly_first` says whether no other edge shares it. The share of runs
   gets a Wilson interval (`circuit_fits.wilson`). The routing head is the table's `routing_head` column (the
-  circuit columns), else read from the cached sensitivity; a run without one is left out of the share.
+  circuit columns), else read from the cached sensitivity (which `interp analyze SWEEP --only edges` caches at the
+  last readable checkpoint); a run without one is left out of the share. Runs left out for one reason are named on
+  one line.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def first_edge(onsets: pd.DataFrame, head: str | None, population: str = "circui
     at = pool[pool["carried_onset"] == earliest]
     out.update(first_onset=earliest, first_edges=[str(e) for e in at["edge"]])
     if head is None:
-        out["why"] = "no routing head (its sensitivity is not cached: interp analyze SWEEP --only sensitivity)"
+        out["why"] = f"no routing head (its sensitivity is not cached: {COMMAND} caches it)"
         return out
     mine = head_edges(pool["edge"].astype(str), head)
     out["routing_onset"] = int(pool.loc[mine, "carried_onset"].min()) if mine.any() else None
@@ -195,7 +197,10 @@ class EdgeOverlap:
                       if self.n_counted else "no run can be counted"))
         for what, runs in (("left out", self.left_out), ("not in the overlap", self.not_compared),
                            ("not in the share", self.not_counted)):
-            out.extend(f"  {what}: {name}: {why}" for name, why in runs.items())
+            by_why: dict[str, list[str]] = {}  # one line per reason, naming its runs
+            for name, why in runs.items():
+                by_why.setdefault(why, []).append(name)
+            out.extend(f"  {what}: {', '.join(names)}: {why}" for why, names in by_why.items())
         return out + self.notes
 
     def to_dict(self) -> dict:

@@ -25,8 +25,9 @@ LR = 0.006  # twice the tiny run's
 @pytest.fixture(scope="module")
 def forks(tmp_path_factory, tiny_run) -> dict[str, Path]:
     """`kept`: an lr fork of the tiny run at step 20 for 20 steps keeping its states (checkpoints 20, 30,
-    40); `bare`: the same without --save-optimizer; `relapsed` / `solved`: copies of `kept` whose metrics
-    log is planted to show a solved run that relapses from step 30 / that never relapses."""
+    40); `bare`: the same without --save-optimizer; `relapsed` / `solved` / `resolved`: copies of `kept` whose
+    metrics log is planted to show a solved run that relapses from step 30 / that never relapses / that relapses
+    at 35 and re-solves at 40, the first state it keeps after 35."""
     root = tmp_path_factory.mktemp("relapse")
     run = tiny_run()
     common = ["fork", str(run), "--at", "20", "--arm", f"lr:value={LR}", "--steps", "20", "--quiet"]
@@ -34,7 +35,8 @@ def forks(tmp_path_factory, tiny_run) -> dict[str, Path]:
     assert main([*common, "--out", str(root / "bare")]) == 0
     out = {"run": run, "kept": root / "kept", "bare": root / "bare"}
     for name, plant in (("relapsed", {20: 0.01, 25: 0.5, 30: 0.95, 35: 0.96, 40: 0.97}),
-                        ("solved", {20: 0.01, 25: 0.02, 30: 0.01, 35: 0.02, 40: 0.01})):
+                        ("solved", {20: 0.01, 25: 0.02, 30: 0.01, 35: 0.02, 40: 0.01}),
+                        ("resolved", {20: 0.01, 25: 0.02, 30: 0.01, 35: 0.95, 40: 0.01})):
         out[name] = copy_run(root / "kept", root / name)
         _plant(out[name], plant)
     return out
@@ -94,6 +96,10 @@ BAD = [
     ("relapse-in-family", "solved", ["--at", "relapse", "--arm", "minibatch,full_batch"], "did not relapse"),
     ("relapse-malformed", "relapsed", ["--at", "relapse", "--relapse", "loss_cand>>0.9"], "--relapse"),
     ("relapse-unknown-metric", "relapsed", ["--at", "relapse", "--relapse", "lossy>0.9"], "unknown metric"),
+    ("relapse-then-resolved", "resolved", ["--at", "relapse", "--relapse", "loss_cand>0.9logK"],
+     "relapsed at step 35 (loss_cand > 0.9 log K, no hold) but was no longer relapsed from step 40"),
+    ("relapse-then-resolved-family", "resolved", ["--at", "relapse", "--relapse", "loss_cand>0.9logK", "--arm",
+                                                  "minibatch,full_batch"], "the nearest state at or after"),
     ("relapse-without-at-relapse", "relapsed", ["--at", "30", "--relapse", "loss_cand>0.9logK"], "--at relapse"),
     ("stop-after-snap-bad", "kept", ["--at", "30", "--stop-after-snap", "soon"], "or none"),
     ("fork-of-fork-not-kept", "bare", ["--at", "30"], "--save-optimizer"),

@@ -54,9 +54,8 @@ def test_the_sweep_gives_each_run_the_findings_of_analyze_run_and_a_second_call_
     alone = copy_run(trained, tmp_path / "alone")
     got = cli_json(capsys, ["analyze", str(swept), "--json", "--workers", "1", "--threads-per-run", "1", *only])
     assert got["skipped"] == {} and len(got["runs"]) == 4
-    # computed afresh (the routing head's sensitivity at the last step is read again from the cache it
-    # was stored in a moment before: one hit per run)
-    assert all(r["state"] == "done" and r["computed"] > 0 and r["cached"] <= 1 for r in got["runs"])
+    # computed afresh (the routing head's sensitivity at the last step is computed once, kept for that step)
+    assert all(r["state"] == "done" and r["computed"] > 0 and r["cached"] == 0 for r in got["runs"])
     for result in got["runs"]:
         own = cli_json(capsys, ["analyze", str(alone / result["name"]), "--json", *only])
         assert jsonable(own["findings"]) == jsonable(result["findings"]), result["name"]
@@ -185,3 +184,22 @@ def test_an_analysis_cached_at_only_some_of_its_steps_is_left_out_whole(trained,
     assert "not analysed: usage" in row["circuits_reason"]
     assert row["routing_head"] == full.loc["k3-nb24-s0", "routing_head"]  # the others are still read
     assert row["ablation_at_tau"] == full.loc["k3-nb24-s0", "ablation_at_tau"]
+
+
+def test_each_runs_notes_are_printed_once_under_its_name_and_are_in_the_json(tmp_path, capsys):
+    """A step beyond the run (named by both analyses: said once), then a damaged cache entry: under the run's name in
+    the text, and in `run_notes` of --json."""
+    demo = ROOT / "checkpoints" / "demo"
+    sweep = Sweep.create(tmp_path / "sweep", SweepSpec(base=Run.open(demo).spec))
+    (name, _, _), = sweep.points()
+    copy_run(demo, sweep.path / name)
+    argv = ["analyze", str(sweep.path), "--only", "sensitivity,attention", "--steps", "mid,post"]
+    capsys.readouterr()
+    assert main([*argv, "--quiet"]) == 0
+    text = capsys.readouterr().out
+    beyond = "post (2τ = 1850) lies beyond the run (last step 1625)"
+    assert f"  notes by run:\n    {name}:\n      {beyond}\n" in text and text.count(beyond) == 1, text
+    entry, = (sweep.path / name / "cache" / "sensitivity").rglob("step_*.json")
+    entry.write_text("{")
+    got = cli_json(capsys, [*argv, "--json"])
+    assert got["run_notes"] == {name: [beyond, f"cache entry {entry} is not valid JSON (damaged): recomputed"]}

@@ -149,6 +149,9 @@ def test_a_run_another_process_trains_is_skipped_not_failed(sweep_copy, capsys):
         assert "failed:" not in err and "run failed" not in err
         assert f"being trained by another process (pid {holder.pid} " in err
         assert "3 of 4 runs done, 0 failed, 1 being trained by another process" in err
+        last = err.strip().splitlines()[-1]  # the closing line, as a fork family's (interp.collections.training.held_note)
+        assert f"1 run(s) skipped, being trained by another process: {S2} (pid {holder.pid} " in last, last
+        assert f"interp sweep status {sweep_copy}" in last and "run this command again" in last, last
         assert (Run.open(sweep_copy / "k4-nb24-s3").status or {}).get("state") == "done"
         assert Sweep.open(sweep_copy).state_of(S2)[0] == "running"
     finally:

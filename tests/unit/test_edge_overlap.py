@@ -200,7 +200,9 @@ def test_the_module_and_the_cached_read_load_no_torch(family):
     assert done.returncode == 0, done.stderr
 
 
-def test_analyze_sweep_only_edges_prints_the_overlap_and_the_report_has_its_section(tmp_path, capsys):
+def test_analyze_sweep_only_edges_caches_the_routing_head_and_prints_the_share_and_the_report_has_its_section(tmp_path, capsys):
+    from interp.analysis.cache import ResultCache
+    from interp.analysis.suite import routing_head_of
     from interp.cli import main
     from interp.report.sweep import write_sweep_report
     from interp.runs import Run
@@ -212,13 +214,44 @@ def test_analyze_sweep_only_edges_prints_the_overlap_and_the_report_has_its_sect
     empty = write_sweep_report(sweep, tmp_path / "empty.html").read_text()
     assert "No run has the edges analysis cached; compute it with: interp analyze" in empty
     _plant(folder, A, {"embed->L0H3.v": 400, "embed->L0H1.q": 900})
+    # read alone (the report's way), edges without the sensitivity give no head, and the command that gives it
+    alone = edge_overlap(sweep)
+    assert alone.not_counted == {name: "no routing head (its sensitivity is not cached: interp analyze SWEEP "
+                                       "--only edges caches it)"}
     capsys.readouterr()
-    assert main(["analyze", str(sweep.path), "--only", "edges", "--quiet"]) == 0  # every step cached: nothing computed
+    # the edges are cached at every step; the routing head's sensitivity is computed at the last checkpoint, and cached
+    assert main(["analyze", str(sweep.path), "--only", "edges", "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "circuits by edges, across the runs:" in text and "edges (eap-ig) cached in 1 run(s)" in text
-    assert "needs 2 runs with a circuit at tau" in text and "no routing head" in text
-    got = cli_json(capsys, ["analyze", str(sweep.path), "--only", "edges", "--json"])["edges"]
-    assert [r["run"] for r in got["runs"]] == [name] and got["runs"][0]["circuit"] == sorted(A)
-    assert got["n_counted"] == 0 and "no routing head" in got["not_counted"][name]
+    assert "needs 2 runs with a circuit at tau" in text and "no routing head" not in text
+    run = Run.open(folder)
+    head = routing_head_of(run, ResultCache(run), compute=False)
+    assert head is not None and head[1] == run.steps[-1]
+    assert set(sensitivity_steps(run)) == {run.steps[-1]}  # one checkpoint, not the whole series
+    got = cli_json(capsys, ["analyze", str(sweep.path), "--only", "edges", "--json"])
+    assert got["runs"][0]["computed"] == 0  # the second call reads the head back
+    edges = got["edges"]
+    assert [r["run"] for r in edges["runs"]] == [name] and edges["runs"][0]["circuit"] == sorted(A)
+    assert edges["runs"][0]["routing_head"] == head[0] and edges["n_counted"] == 1 and edges["not_counted"] == {}
+    assert edges["n_first"] == int(head[0] == "L0H3")  # the planted first edge is L0H3's
     page = write_sweep_report(sweep, tmp_path / "report.html").read_text()
     assert 'id="edge-overlap"' in page and "embed-&gt;L0H3.v" in page
+
+
+def sensitivity_steps(run) -> list[int]:
+    """The steps whose sensitivity (default parameters) is in the run's cache."""
+    from interp.analysis import registry
+    from interp.analysis.cache import ResultCache
+
+    entry = registry.get("sensitivity")
+    table = ResultCache(run).cached(entry.cache_key(entry.params())).get("sensitivity")
+    return [] if table is None else sorted(set(table["step"]))
+
+
+def test_runs_left_out_for_one_reason_are_named_on_one_line():
+    records = [run_record(f"r{i}", planted(STEPS, {"embed->L0H3.v": 100}, {s: A for s in STEPS}), 200, head=None)
+               for i in range(3)]
+    lines = summarise(records).lines()
+    share = [line for line in lines if "not in the share" in line]
+    assert share == ["  not in the share: r0, r1, r2: no routing head (its sensitivity is not cached: interp analyze "
+                     "SWEEP --only edges caches it)"]

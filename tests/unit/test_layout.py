@@ -175,7 +175,8 @@ def floor_of(module: str) -> int | None:
     best = None
     for number, (_, prefixes) in enumerate(FLOORS):
         for prefix in prefixes:
-            if (module == prefix or (prefix != "interp" and module.startswith(prefix + "."))) and (best is None or len(prefix) > best[1]):
+            inside = module == prefix or (prefix != "interp" and module.startswith(prefix + "."))
+            if inside and (best is None or len(prefix) > best[1]):
                 best = (number, len(prefix))
     return None if best is None else best[0]
 

@@ -107,3 +107,34 @@ def test_the_fork_step_is_the_state_nearest_at_or_after_the_relapse():
         relapse_at(bare_fork, crit)
     with pytest.raises(InterpError, match="did not relapse"):
         relapse_at(planted({0: 0.01, 100: 0.01}), crit)
+
+
+# solved at 300, relapsed from 600 (held through 800), re-solved from 900: only 600..899 is a relapsed state
+RESOLVED = {**SCRATCH, 900: 0.02, 1000: 0.01}
+
+
+def test_the_fork_step_lies_within_the_relapsed_stretch():
+    crit = "loss_cand>0.9logK,hold=200"
+    kept = planted(RESOLVED, kept=[0, 300, 700, 900, 1000], resume=1000, fork={"parent": "p"})
+    assert relapse_at(kept, crit) == 700  # inside 600..899
+    plain = planted(RESOLVED, kept=[1000], saved=[0, 300, 650, 900, 1000])
+    assert relapse_at(plain, crit) == 650  # the kept state at 1000 re-solved: the saved step inside is replayed
+    # the loss_first criterion's own metric bounds the stretch, not Lc
+    first = {s: 3.5 if 600 <= s <= 900 else 0.1 for s in RESOLVED}
+    late = planted(RESOLVED, first, kept=[900, 1000], fork={"parent": "p"})
+    assert relapse_at(late, "loss_first>3.0,hold=200") == 900
+
+
+def test_a_state_only_after_the_run_resolved_is_refused():
+    crit = "loss_cand>0.9logK,hold=200"
+    resume_only = planted(RESOLVED, kept=[0, 300], resume=1000, fork={"parent": "p"})
+    with pytest.raises(InterpError) as err:
+        relapse_at(resume_only, crit)
+    text = str(err.value)
+    assert "\n" not in text
+    for fragment in ("relapsed at step 600", "no longer relapsed from step 900", "the resume state at step 1000",
+                     "--save-optimizer", "--checkpoint-every", "600..899", "--at STEP"):
+        assert fragment in text, text
+    plain = planted(RESOLVED, saved=[0, 300, 900, 1000])
+    with pytest.raises(InterpError, match="no longer relapsed from step 900.*a saved step, replayed at step 900"):
+        relapse_at(plain, crit)
