@@ -114,7 +114,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
         return _single(run, args.json, criterion, window)
     family = ForkFamily.create(parent, at, arms, seeds, args.steps, args.out, gamma_every=args.gamma_every,
                                gamma_window=window if args.gamma_window is not None else window[1],
-                               settings=settings, device=device, escape=criterion)
+                               settings=settings, device=device, escape=criterion, relapse=relapse)
     n = len(family.points())
     print(f"fork family {family.path}: {n} forks of {parent.path} ({args.backend}"
           + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)

@@ -250,7 +250,8 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
     outcome = analyze_sweep(sweep, only=names, steps=args.steps, options=options, backend=args.backend or "local",
                             workers=args.workers or 1, threads=args.threads_per_run, device=args.device,
                             address=args.address, cpus_per_run=args.cpus_per_run or 1,
-                            gpus_per_run=args.gpus_per_run or 0, progress=not args.quiet and not args.json)
+                            gpus_per_run=args.gpus_per_run or 0, progress=not args.quiet and not args.json,
+                            warn=args.json)  # the text prints each run's problems once, under "notes by run"
     table, fits = outcome.table, outcome.fits
     leads = lead_definitions(fits, table)  # the lead under ours and the author's definition, on the same runs
     bad = outcome.failed or outcome.with_problems
@@ -285,7 +286,7 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
         print(f"interp: warning: {line}", file=sys.stderr)
     if bad:
         print(f"interp: {len(outcome.failed)} run(s) failed, {len(outcome.with_problems)} with steps that could not "
-              "be analysed (see the warnings above)", file=sys.stderr)
+              "be analysed (see the run failures above and the notes by run)", file=sys.stderr)
         return 1
     return 0
 

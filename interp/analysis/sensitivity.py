@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from jaxtyping import Float, Int
 
-from interp.analysis.common import across_of, get_act_name, group_examples, head_name, no_grad, probe_groups
+from interp.analysis.common import across_of, head_name, no_grad, probe_groups
 from interp.analysis.findings import Rows, carried_onsets, lead, routing_head  # routing_head: re-exported
 from interp.analysis.registry import Analysis, N_GROUPS
 from interp.formatting import fmt
@@ -56,7 +56,7 @@ def head_sensitivity(
     from interp.analysis.representations import decision_record
 
     layout = task.layout
-    dec, k = layout.decision_pos, task.k
+    k = task.k
     z_pos = list(layout.z_pos)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     d_model = model.cfg.d_model

@@ -8,6 +8,8 @@ that needed it are skipped (results already cached at that step are still used);
 steps are still analysed. What an analysis's entry says it needs is provided: the routing head
 (read at the last step whose sensitivity can be had, walking back past unreadable checkpoints),
 a reader of the previous checkpoints, no shared checkpoint where it starts from the optimizer state.
+Findings that read the routing head (`FINDINGS_READ_ROUTING`: the edges') get it the same way when no chosen
+analysis gives it: its sensitivity at one checkpoint computed and cached (`findings_routing_head`).
 Results are cached in the run folder per analysis, parameters and step, so a second call
 computes only what is new; cache entries that could not be used, and a cache that could not
 be, are named in `SuiteResult.notes` (and `cache_notes`).
@@ -87,6 +89,29 @@ def routing_head_of(run: Run, store: ResultCache, device: str = "cpu", unreadabl
     last = run.steps[-1] if run.steps else None
     raise InterpError(f"the routing head cannot be found: no checkpoint of {run.path} can be read"
                       + (f" (the last, step {last}: {unreadable.get(last)})" if last is not None else ""))
+
+
+# analyses whose findings read the routing head without needing it to run (edges: whether the first edge to form is
+# the routing head's); when no chosen analysis gives it, it is read as `interp analyze SWEEP` reads it for the edges
+FINDINGS_READ_ROUTING = ("edges",)
+
+
+def findings_routing_head(run: Run, device: str = "cpu", unreadable: dict[int, str] | None = None, cache: bool = True,
+                          compute: bool = True, notes: list[str] | None = None) -> tuple[tuple[str, int] | None, int]:
+    """(routing head and its step, or None; results computed) for findings that read it: its sensitivity at the
+    last readable checkpoint computed and cached (read back when cached; with `compute=False` only read) in a
+    store of its own, so a head read back is no result asked for. Why there is none goes in `notes`, with the
+    cache entries not used. Shared by `run_suite` and so by `interp analyze SWEEP` (each run's edges)."""
+    store = ResultCache(run, enabled=cache)
+    found = None
+    try:
+        found = routing_head_of(run, store, device, dict(unreadable or {}), compute)
+    except InterpError as exc:
+        if notes is not None:
+            notes.append(f"no routing head for the edges' routing-first share: {exc}")
+    if notes is not None:
+        notes.extend(n for n in store.notes if n not in notes)
+    return found, store.misses
 
 
 def check_options(run: Run, entries, options: dict) -> None:
@@ -224,4 +249,14 @@ def run_suite(
     from interp.analysis.findings import findings
 
     result.findings = findings(run, result.tables, tau_or_none(run), unreadable=unreadable)
+    reading = [e for e in entries if e.name in FINDINGS_READ_ROUTING and e.name not in result.missing
+               and all(not result.tables[name].empty for name in e.table_names)]
+    if reading and "routing_head" not in result.findings:  # no chosen analysis gave it (e.g. --only edges)
+        found, computed = findings_routing_head(run, device, unreadable, cache, compute, result.notes)
+        result.cache_misses += computed
+        if found is not None:
+            result.routing_step = found[1]
+            seeded = {**result.findings, "routing_head": found[0]}
+            for entry in reading:
+                result.findings.update(entry.hook("findings")(run, result.tables, tau_or_none(run), seeded))
     return result

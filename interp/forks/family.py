@@ -87,17 +87,21 @@ class ForkFamily(Collection):
     @classmethod
     def create(cls, parent, at, arms: list[Arm], seeds, horizon: int, out, *, gamma_every: int = 0,
                gamma_window: int | str | tuple = DEFAULT_GAMMA_WINDOW, settings: dict | None = None,
-               device: str | None = None, escape=None) -> ForkFamily:
+               device: str | None = None, escape=None, relapse=None) -> ForkFamily:
         """Write (or re-open, when identical) the family folder `out`; validates every point first (and,
         given the `device` the forks will train on, that each fits there: `interp.devices.check_fits`).
         `escape`: the escape criterion (`interp.forks.escape`; None: the default); `gamma_window` the
-        window's length B, or "A:B" (the per-step median over steps A..B, within the horizon)."""
+        window's length B, or "A:B" (the per-step median over steps A..B, within the horizon); `relapse`: the
+        relapse criterion a "relapse" step was found with (`interp.forks.relapse`; None: the default), kept so
+        that reconcile judges the fork state by it."""
         from interp.forks.escape import check_gamma_window, parse_escape, parse_gamma_window
+        from interp.forks.relapse import parse_relapse
 
         parent = parent if isinstance(parent, Run) else Run.open(parent)
         out = Path(out)
         check_out(parent, out)
         criterion = parse_escape(escape)
+        relapse = None if relapse is None else parse_relapse(relapse)
         if isinstance(horizon, int) and not isinstance(horizon, bool):
             criterion.check_horizon(horizon)
         gamma_from = 0
@@ -109,7 +113,7 @@ class ForkFamily(Collection):
         if not at:
             raise InterpError("--at gives no fork step; give saved steps, tau/N, F*tau, pre, mid, post, first or "
                               "last, comma-separated")
-        steps = sorted(dict.fromkeys(resolve_at(parent, a) for a in at))
+        steps = sorted(dict.fromkeys(resolve_at(parent, a, relapse) for a in at))
         for step in steps:  # a fork of a fork starts only from a state it kept: refused before forks.json is written
             check_state(parent, step)
         seeds = list(dict.fromkeys(seeds))
@@ -122,6 +126,8 @@ class ForkFamily(Collection):
             design["gamma_from"] = gamma_from
         if not criterion.is_default:  # absent: the default criterion, as in families made before the option
             design["escape"] = criterion.text
+        if relapse is not None and relapse != parse_relapse(None):  # absent: the default, as in families before it
+            design["relapse"] = relapse.text
         family = cls(out, design)
         family._check(parent, device)  # every point checked before anything is written
         file = out / FAMILY_FILE
@@ -147,9 +153,11 @@ class ForkFamily(Collection):
                 return design  # a hand edit: compared as it is
             return {**design, "settings": {k: v for k, v in settings.items() if parent.spec.get(f"train.{k}") != v}}
 
-        if effective(stored.design) != effective(self.design):
+        # a family made before the relapse criterion was recorded (none stored) is the same family: read as the default
+        mine = {k: v for k, v in effective(self.design).items() if k != "relapse" or "relapse" in stored.design}
+        if effective(stored.design) != mine:
             raise InterpError(f"{self.path} holds another fork family: its {FAMILY_FILE} has "
-                              f"{_differences(effective(stored.design), effective(self.design))}; a family keeps the "
+                              f"{_differences(effective(stored.design), mine)}; a family keeps the "
                               f"design it was made with (run it again without the change, or give another --out)")
         return stored
 

@@ -39,6 +39,7 @@ def build(design, folder, *, workers: int | None = None, progress: bool = False)
     step = relapse_at(relapsed, criterion)
     family = ForkFamily.create(relapsed, step, parse_arms(design.arms), list(design.seeds), design.horizon,
                                folder / "family", gamma_every=design.gamma_every, gamma_window=design.gamma_window,
-                               settings=dict(design.settings), escape=design.escape)  # another design: refused
+                               settings=dict(design.settings), escape=design.escape,  # another design: refused
+                               relapse=criterion)
     family.train(workers=design.workers if workers is None else workers, progress=progress)
     return family

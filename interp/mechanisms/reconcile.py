@@ -16,15 +16,15 @@ comparison (`interp.sweeps.forks`), the leads the transition facts of each metri
 
 from __future__ import annotations
 
-import html
 import math
 import os
 import warnings
 from dataclasses import dataclass, field
 
 from interp.errors import InterpError
-from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, NOT_MEASURED, VERDICTS, Claim, verdict
+from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, NOT_MEASURED, Claim, verdict
 from interp.mechanisms.reconcile_rules import claim, each_arm, escape_difference, gamma_window_difference, setting_differences
+from interp.mechanisms.reconcile_table import ReconcileTable, value_text
 from interp.mechanisms.rules import Measure
 
 FIELDS = ("n_layers", "n_heads", "d_model", "d_mlp", "k", "n_bases", "lr", "batch_size", "checkpoint_every")
@@ -48,93 +48,6 @@ class Gathered:
     same: set = field(default_factory=set)  # fixed setting differences that do not apply (a relapsed fork state)
     more: dict[str, list[str]] = field(default_factory=dict)  # claim -> setting differences found in the data
     run_path: str = ""  # the run an analysis command names (a family's parent)
-
-
-@dataclass
-class ReconcileTable:
-    """The rows (dicts with COLUMNS) and the paths they were measured on."""
-
-    sources: list[dict]
-    rows: list[dict]
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    damaged: dict[str, str] = field(default_factory=dict)
-
-    COLUMNS = ("key", "claim", "author", "source", "author_def", "author_value", "author_low", "author_high",
-               "value", "low", "high", "n_runs", "detail", "measured_on", "setting", "definition", "verdict", "why",
-               "command")
-
-    def to_dict(self) -> dict:
-        from interp.sweeps.fits import jsonable
-
-        return jsonable({"sources": self.sources, "rows": self.rows, "notes": self.notes, "damaged": self.damaged,
-                         "verdicts": list(VERDICTS), "rules": "docs/reconciliation.md"})
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ReconcileTable:
-        """The table back from `to_dict` (JSON's nulls read as NaN in the numeric columns)."""
-        nums = ("author_value", "author_low", "author_high", "value", "low", "high")
-        rows = [{**r, **{k: math.nan if r.get(k) is None else r[k] for k in nums}} for r in d["rows"]]
-        return cls(d["sources"], rows, list(d.get("notes", [])), [], dict(d.get("damaged", {})))
-
-    def to_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.rows, columns=list(self.COLUMNS))
-
-    def verdict(self, key: str) -> list[str]:
-        """The verdicts of claim `key` (one per path that measures it)."""
-        return [r["verdict"] for r in self.rows if r["key"] == key]
-
-    def summary(self) -> str:
-        paths = ", ".join(f"{s['path']} ({s['kind']})" for s in self.sources)
-        lines = [f"reconciliation of {paths}; rules: docs/reconciliation.md"]
-        for r in self.rows:
-            where = f" [{r['measured_on']}]" if r["measured_on"] and len(self.sources) > 1 else ""
-            lines.append(f"- {r['claim']}{where}: {r['verdict'].upper()}")
-            lines.append(f"    author: {r['author']} ({r['source']})")
-            lines.append(f"    ours: {_value(r, '')} ({r['n_runs']} run{'s' if r['n_runs'] != 1 else ''})"
-                         f"   under the author's definition: {r['author_def']}")
-            if r["setting"]:
-                lines.append(f"    setting: {r['setting']}")
-            lines.append(f"    {r['why']}")
-        lines += [f"note: {n}" for n in self.notes]
-        return "\n".join(lines)
-
-    def html(self) -> str:
-        """The table as an HTML fragment (no script; the report's styles)."""
-        head = "".join(f"<th>{h}</th>" for h in ("claim", "author (source)", "ours, author's definition", "ours",
-                                                    "runs", "setting differs", "verdict", "why"))
-        body = []
-        for r in self.rows:
-            cls = r["verdict"].replace(" ", "-").replace(":", "")
-            cells = (r["claim"] + (f" [{r['measured_on']}]" if r["measured_on"] and len(self.sources) > 1 else ""),
-                     f"{r['author']} ({r['source']})", r["author_def"], _value(r, ""), str(r["n_runs"] or ""),
-                     r["setting"], r["verdict"], r["why"])
-            body.append(f"<tr class='verdict-{cls}'>" + "".join(
-                f"<td>{'<b>' if i == 6 else ''}{html.escape(c)}{'</b>' if i == 6 else ''}</td>"
-                for i, c in enumerate(cells)) + "</tr>")
-        notes = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in self.notes)
-        return (f"<table class='summary mechanisms reconcile'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
-                f"</tbody></table>{notes}")
-
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def __repr__(self) -> str:
-        counts: dict[str, int] = {}
-        for r in self.rows:
-            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-        return f"ReconcileTable({len(self.sources)} path(s), " + ", ".join(f"{v} {k}" for k, v in counts.items()) + ")"
-
-
-def _value(r: dict, prefix: str) -> str:
-    v, lo, hi = r[f"{prefix}value"], r[f"{prefix}low"], r[f"{prefix}high"]
-    if v is None or not math.isfinite(v):
-        return "—"
-    if lo is None or hi is None or (math.isnan(lo) and math.isnan(hi)):
-        return f"{v:.3g}"
-    return f"{v:.3g} [{lo:.3g}, {'inf' if math.isinf(hi) else f'{hi:.3g}'}]"
 
 
 # ---------------------------------------------------------------------------- gathering
@@ -333,19 +246,24 @@ def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Ga
 
 def _relapsed(family) -> bool:
     """Whether every fork starts from a relapsed state, as the author's forks do: not the first plateau, nor a
-    state that re-solved after the relapse. Each fork step lies at or after the parent's relapse (`interp fork
-    RUN --at relapse`) and the parent's Lc there (its last evaluation at or before the step) is still above
-    0.9 log K. The relapse is held for one evaluation: a family made with a shorter hold than the default (the
-    forks-relapse-tiny design holds 100 steps) is still at a relapsed state."""
-    from interp.forks.relapse import relapse_step
+    state that re-solved after the relapse. As `interp fork RUN --at relapse` takes it (`relapse_at`), under the
+    relapse criterion the family was made with (its design's "relapse"; absent: the default): each fork step lies
+    in the parent's first relapsed stretch, from its relapse up to the first evaluation no longer past the
+    criterion's threshold (`relapsed_until`)."""
+    from interp.forks.relapse import detect, parse_relapse, relapsed_until
 
+    parent = family.parent
     try:
-        step, series = relapse_step(family.parent, "loss_cand>0.9logK"), family.parent.metric_series("loss_cand")
+        criterion = parse_relapse(family.design.get("relapse"))
+        series = parent.metric_series("loss_cand", criterion.metric)
     except InterpError:
         return False
-    lc = [(s, v) for s, v in zip(series["step"], series["loss_cand"]) if v == v]
-    at = [next((v for s, v in reversed(lc) if s <= fork_step), 0.0) for fork_step in family.design["steps"]]
-    return step is not None and min(family.design["steps"]) >= step and min(at) > 0.9 * family.parent.log_k
+    steps, values = series["step"], series[criterion.metric]
+    found = detect(steps, series["loss_cand"], values, parent.log_k, criterion)[1]
+    if found is None:
+        return False
+    ended = relapsed_until(steps, values, found, criterion, parent.log_k)
+    return all(found <= s and (ended is None or s < ended) for s in family.design["steps"])
 
 
 def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
@@ -423,7 +341,7 @@ def _row(c: Claim, g: Gathered | None, missing: str) -> dict:
     if not c.definition:
         author_def = "the same definition as ours"
     elif author is not None:
-        author_def = _value({"value": author.value, "low": author.low, "high": author.high}, "")
+        author_def = value_text({"value": author.value, "low": author.low, "high": author.high}, "")
     else:
         author_def = "not measured" + (f": {g.missing_author[c.key]}" if g and c.key in g.missing_author else "")
     return {

@@ -56,10 +56,10 @@ def claim_analysis(folder: Path, wait: bool):
 
 def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int | None = None,
                   resubmitted: bool = False) -> dict:
-    """Run the suite on one run folder (`request`: only, steps, options, cache, wait, and routing_head: cache
-    the routing head's sensitivity too, for the edges) holding its analysis lock (`claim_analysis`). Never
-    raises: returns {"name", "state" (done, failed, or busy: another process holds the lock and `wait` is
-    False; nothing was computed), "seconds", "error",
+    """Run the suite on one run folder (`request`: only, steps, options, cache, wait; with the edges the suite
+    caches the routing head's sensitivity too: `interp.analysis.suite.findings_routing_head`) holding its analysis
+    lock (`claim_analysis`). Never raises: returns {"name", "state" (done, failed, or busy: another process holds
+    the lock and `wait` is False; nothing was computed), "seconds", "error",
     "computed", "cached", "problems", "notes", "findings"}. Resubmitted after a worker died, it simply
     runs again: what the dead worker cached is read back."""
     import torch
@@ -85,8 +85,6 @@ def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int 
                           cache=request.get("cache", True))
         result.update(computed=suite.cache_misses, cached=suite.cache_hits, problems=list(suite.problems),
                       notes=list(suite.notes), findings=dict(suite.findings))
-        if request.get("routing_head") and request.get("cache", True) and suite.routing_step is None:
-            routing_head(run, device, suite.unreadable, result)
     except Exception as exc:  # noqa: BLE001 - a failed run is a result, the others go on
         result.update(state="failed", error=str(exc) if isinstance(exc, InterpError) else f"{type(exc).__name__}: {exc}")
     finally:
@@ -94,21 +92,6 @@ def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int 
             lock.release()
         result["seconds"] = round(time.perf_counter() - began, 3)
     return result
-
-
-def routing_head(run, device: str, unreadable: dict[int, str], result: dict) -> None:
-    """Cache the sensitivity the run's routing head is read from (one checkpoint, the last readable) for the edges'
-    routing-first share (`interp.sweeps.edge_overlap`), unless cached; counted in `result`, its notes added."""
-    from interp.analysis.cache import ResultCache
-    from interp.analysis.suite import routing_head_of
-
-    store = ResultCache(run)
-    try:
-        routing_head_of(run, store, device, dict(unreadable))
-    except InterpError as exc:
-        result["notes"].append(f"no routing head for the edges' routing-first share: {exc}")
-    result["computed"] += store.misses  # a head read back from the cache is no result asked for: not counted
-    result["notes"] = list(dict.fromkeys([*result["notes"], *store.notes]))
 
 
 @dataclass
@@ -168,7 +151,7 @@ def finished_runs(sweep, table=None) -> tuple[list[str], dict[str, str]]:
 def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, backend: str = "local",
                   workers: int = 1, threads: int | None = None, device: str = "cpu", address: str | None = None,
                   cpus_per_run: int | float = 1, gpus_per_run: int | float = 0, cache: bool = True,
-                  progress: bool = True, table=None, wait: bool = True) -> SweepAnalysis:
+                  progress: bool = True, table=None, wait: bool = True, warn: bool = True) -> SweepAnalysis:
     """Run the analysis suite (`only`, `steps` and `options` as for `run_suite`) over every
     finished run of `sweep` (a Sweep or a ForkFamily), on `backend` ("local": `workers` processes with `threads` torch
     threads each; "ray": Ray tasks of `cpus_per_run` CPUs). Bad input (an unknown analysis or
@@ -180,7 +163,9 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
     twice; with `wait=False` it is named in `skipped` instead. The table with the
     circuit columns and their fits are built at the end, from the caches (and, when `only` has the
     edges analysis, `edges`: `interp.sweeps.edge_overlap.edge_overlap`, whose routing-first share needs each
-    run's routing head: its sensitivity at the last readable checkpoint is then computed and cached too)."""
+    run's routing head: its sensitivity at the last readable checkpoint is then computed and cached too). Each
+    run's problems are written on stderr as it finishes; with `warn=False` they are left to the caller, who has
+    them in the results (`interp analyze SWEEP` prints them once, with each run's notes: `run_notes`)."""
     from tqdm.auto import tqdm
 
     from interp.analysis import registry
@@ -207,9 +192,7 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
                     options[key] = option.read(options[key])
     for name in todo:
         check_analysis_options(sweep.run(name), entries, options)
-    # the edges' routing-first share needs each run's routing head: its sensitivity at one checkpoint is cached too
-    request = {"only": list(names), "steps": steps, "options": options, "cache": cache, "wait": False,
-               "routing_head": "edges" in names}
+    request = {"only": list(names), "steps": steps, "options": options, "cache": cache, "wait": False}
     jobs = [Job(analyze_point, str(sweep.path / name), request) for name in todo]
     out = SweepAnalysis(skipped=skipped)
     bar = tqdm(total=len(jobs), desc=f"analyze {sweep.name}", unit="run", disable=not progress, dynamic_ncols=True)
@@ -229,7 +212,7 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
         elif progress:
             bar.write(f"{result['name']}: {result.get('computed', 0)} computed, {result.get('cached', 0)} from "
                       f"cache, {result['seconds']:.1f} s", file=sys.stderr)
-        for line in result.get("problems") or ():
+        for line in (result.get("problems") or ()) if warn else ():
             bar.write(f"interp: warning: {result['name']}: {line}", file=sys.stderr)
         bar.update(1)
 

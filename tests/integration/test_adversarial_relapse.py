@@ -80,6 +80,17 @@ def test_at_relapse_forks_the_kept_state_at_the_relapse(forks, tmp_path, capsys)
     assert code == 0, err[-2000:]
     design = json.loads((out / "forks.json").read_text())
     assert design["steps"] == [30] and design["parent"] == str(parent.resolve())
+    assert design["relapse"] == "loss_cand>0.9logK,hold=5"  # reconcile judges the fork state by it
+    from interp.forks.family import ForkFamily
+    from interp.mechanisms.reconcile import _relapsed
+
+    assert _relapsed(ForkFamily.open(out))  # under the default (held 200 steps) the planted run never relapses
+    del design["relapse"]  # a family made before the criterion was recorded: the same command re-opens it
+    (out / "forks.json").write_text(json.dumps(design))
+    code, _, err = run_main(["fork", str(parent), "--at", "relapse", "--relapse", "loss_cand>0.9logK,hold=5",
+                             "--arm", "minibatch,full_batch", "--steps", "5", "--out", str(out), "--quiet"], capsys)
+    assert code == 0 and "relapse" not in json.loads((out / "forks.json").read_text()), err[-2000:]
+    assert not _relapsed(ForkFamily.open(out))
     block = json.loads((out / "at30-minibatch-s0" / "run.json").read_text())["fork"]
     assert block["state"] == "kept" and block["parent_step"] == 30
     code, text, _ = run_main(["show", str(parent), "--relapse", "loss_cand>0.9logK,hold=5"], capsys)

@@ -203,3 +203,22 @@ def test_each_runs_notes_are_printed_once_under_its_name_and_are_in_the_json(tmp
     entry.write_text("{")
     got = cli_json(capsys, [*argv, "--json"])
     assert got["run_notes"] == {name: [beyond, f"cache entry {entry} is not valid JSON (damaged): recomputed"]}
+
+
+def test_a_runs_unreadable_checkpoint_is_said_once(tmp_path, capsys):
+    """A run's problem (a checkpoint that cannot be read) is printed once, under "notes by run", not also as a live
+    warning on stderr; the run is still counted as one with steps not analysed (exit 1)."""
+    demo = ROOT / "checkpoints" / "demo"
+    sweep = Sweep.create(tmp_path / "sweep", SweepSpec(base=Run.open(demo).spec))
+    (name, _, _), = sweep.points()
+    run = Run.open(copy_run(demo, sweep.path / name))
+    bad, last = run.steps[len(run.steps) // 2], run.steps[-1]
+    victim = run.path / "checkpoints" / f"step_{bad:07d}.safetensors"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # the same size: its SHA-256 no longer matches (a changed size is a damaged run)
+    victim.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["analyze", str(sweep.path), "--only", "sensitivity", "--steps", f"{bad},{last}", "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    problem = f"step_{bad:07d}.safetensors is corrupt"
+    assert (out + err).count(problem) == 1 and f"  notes by run:\n    {name}:\n      step {bad}: " in out, (out, err)

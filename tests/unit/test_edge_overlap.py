@@ -255,3 +255,27 @@ def test_runs_left_out_for_one_reason_are_named_on_one_line():
     share = [line for line in lines if "not in the share" in line]
     assert share == ["  not in the share: r0, r1, r2: no routing head (its sensitivity is not cached: interp analyze "
                      "SWEEP --only edges caches it)"]
+
+
+def test_analyze_run_only_edges_reads_the_routing_head_as_the_sweep_does(tiny_run, tmp_path, capsys, monkeypatch):
+    """`interp analyze RUN --only edges`: whether the first edge to form is the routing head's needs the head; with no
+    sensitivity chosen it is read as `interp analyze SWEEP --only edges` reads it (`suite.findings_routing_head`): its
+    sensitivity at the last checkpoint computed and cached, then read back, nothing computed again."""
+    from interp.analysis.cache import ResultCache
+    from interp.analysis.suite import routing_head_of, run_suite
+    from interp.runs import Run
+
+    folder = copy_run(tiny_run(), tmp_path / "run", cache=False)
+    run = Run.open(folder)
+    head, _ = routing_head_of(run, ResultCache(run, enabled=False))  # what the command finds (nothing cached)
+    monkeypatch.setitem(globals(), "EDGES", [f"{head}->logits", "embed->MLP0"])
+    _plant(folder, set(EDGES), {f"{head}->logits": 2, "embed->MLP0": 10})  # the head's edge forms first
+    assert sensitivity_steps(run) == []
+    got = cli_json(capsys, ["analyze", str(folder), "--only", "edges", "--json"])
+    assert got["findings"]["edges_first"][0] == [f"{head}->logits", 2] and got["findings"]["edges_routing_first"] is True
+    assert sensitivity_steps(run) == [run.steps[-1]]  # one checkpoint, cached as the sweep caches it
+    again = run_suite(run, only="edges", progress=False)
+    assert again.cache_misses == 0 and again.routing_step == run.steps[-1]
+    assert again.findings["edges_routing_first"] is True
+    _plant(folder, set(EDGES), {f"{head}->logits": 10, "embed->MLP0": 2})  # another edge first
+    assert run_suite(run, only="edges", progress=False).findings["edges_routing_first"] is False

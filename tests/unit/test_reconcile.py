@@ -252,27 +252,52 @@ def test_gamma_is_taken_at_the_earliest_fork_step_with_a_gamma_and_names_its_win
     assert "Gamma window" not in {r["key"]: r for r in rows_of([g])}["fork_gamma_v_only"]["setting"]
 
 
-def test_a_family_clears_the_forks_state_only_from_a_relapsed_state():
-    """The author forked a collapsed state: a family clears FORK_STATE only when every fork step lies at or after
-    its parent's relapse and the parent's Lc (last evaluation at or before the step) is still near log K there."""
+def _relapse_family(series: dict, steps, relapse: str | None = None):
+    """A family (its parent's metrics log: `series`, metric -> {step: value in log K units for loss_cand, nats
+    otherwise}) forked at `steps`, made with the relapse criterion `relapse` (None: none recorded)."""
     from types import SimpleNamespace
-
-    from interp.mechanisms.reconcile import _relapsed
-
-    lc = {0: 0.01, 50: 1.5, 100: 1.4, 150: 1.2, 200: 0.3, 250: 0.02}  # in log K: solved, relapsed at 50, re-solved
 
     class Parent:
         log_k = math.log(10)
 
         def metric_series(self, *names):
-            return {"step": list(lc), **{n: [v * self.log_k for v in lc.values()] for n in names}}
+            scale = {"loss_cand": self.log_k}
+            return {"step": list(series["loss_cand"]),
+                    **{n: [v * scale.get(n, 1.0) for v in series[n].values()] for n in names}}
 
-    def family(*steps):
-        return SimpleNamespace(parent=Parent(), design={"steps": list(steps)})
+    return SimpleNamespace(parent=Parent(), design={"steps": list(steps), **({"relapse": relapse} if relapse else {})})
 
-    assert _relapsed(family(50)) and _relapsed(family(100, 175))
-    assert not _relapsed(family(0, 50))  # the solved state before the relapse
-    assert not _relapsed(family(50, 250))  # re-solved after it: not the author's collapsed state
+
+# in log K: solved, relapsed at 50, re-solved from 200, relapsed again from 300
+LC = {0: 0.01, 50: 1.5, 100: 1.4, 150: 1.2, 200: 0.3, 250: 0.02, 300: 1.5, 350: 1.5, 400: 1.5, 450: 1.5}
+
+
+def test_a_family_clears_the_forks_state_only_from_a_relapsed_state():
+    """The author forked a collapsed state: a family clears FORK_STATE only when every fork step lies in its parent's
+    first relapsed stretch under the family's relapse criterion (as `interp fork --at relapse` takes it)."""
+    from interp.mechanisms.reconcile import _relapsed
+
+    held = "loss_cand>0.9logK,hold=100"
+    assert _relapsed(_relapse_family({"loss_cand": LC}, [50], held))
+    assert _relapsed(_relapse_family({"loss_cand": LC}, [100, 175], held))
+    assert not _relapsed(_relapse_family({"loss_cand": LC}, [0, 50], held))  # the solved state before the relapse
+    assert not _relapsed(_relapse_family({"loss_cand": LC}, [50, 250], held))  # re-solved after it
+    # past the threshold again, but after the parent re-solved: not the first relapsed stretch (relapse_at's)
+    assert not _relapsed(_relapse_family({"loss_cand": LC}, [350], held))
+    # none recorded: the default criterion (held 200 steps), never met by the first stretch (50..150)
+    assert not _relapsed(_relapse_family({"loss_cand": LC}, [50]))
+
+
+def test_a_family_made_with_a_loss_first_relapse_is_judged_by_that_metric():
+    """The family's own relapse criterion decides, not Lc: here loss_first relapses from 100 to 300 while Lc is
+    back below 0.9 log K from 200 (`interp fork --at relapse` records the criterion: test_adversarial_relapse)."""
+    from interp.mechanisms.reconcile import _relapsed
+
+    first = {s: 3.5 if 100 <= s < 300 else 0.1 for s in LC}
+    criterion = "loss_first>3.0,hold=100"
+    assert _relapsed(_relapse_family({"loss_cand": LC, "loss_first": first}, [225], criterion))  # Lc 0.3 log K there
+    assert not _relapsed(_relapse_family({"loss_cand": LC, "loss_first": first}, [50], criterion))  # Lc relapsed, not it
+    assert not _relapsed(_relapse_family({"loss_cand": LC, "loss_first": first}, [225], "loss_cand>0.9logK,hold=100"))
 
 
 def test_a_sweep_folder_pools_with_a_run_and_names_its_settings(tmp_path, demo_copy):
