@@ -216,6 +216,43 @@ def first_edges(by_onset: pd.DataFrame, n: int = FIRST_SHOWN) -> pd.DataFrame:
     return (circuit if len(circuit) else by_onset).head(n)
 
 
+POPULATIONS = ("circuit", "all")  # the edges `first_edge` judges among: those ever in the circuit, or all
+HEAD_COMMAND = "interp analyze RUN --only edges"  # caches the routing head with the edges (as the SWEEP form)
+
+
+def head_edges(edges: pd.Series, head: str) -> pd.Series:
+    """Whether each edge ("SENDER->RECEIVER") is one of `head`'s: sent by it, or into its query, key or value."""
+    sender, receiver = edges.str.split("->", n=1, regex=False).str[0], edges.str.split("->", n=1, regex=False).str[1]
+    return (sender == head) | (receiver.str.split(".", n=1, regex=False).str[0] == head)
+
+
+def first_edge(onsets: pd.DataFrame, head: str | None, population: str = "circuit", command: str = HEAD_COMMAND) -> dict:
+    """Whether `head`'s edges have the earliest carried onset among the population's (`edges.onsets`' table); ties
+    count as first. Keys: first_onset, first_edges (every edge at it), routing_onset, routing_first (None:
+    undefined, with `why`), strictly_first."""
+    if population not in POPULATIONS:
+        raise InterpError(f"unknown population {population!r}; allowed: {', '.join(POPULATIONS)}")
+    out = {"first_onset": None, "first_edges": [], "routing_onset": None, "routing_first": None, "strictly_first": None,
+           "why": None}
+    pool = onsets[onsets["ever_in_circuit"].astype(bool)] if population == "circuit" else onsets
+    pool = pool[pool["carried_onset"].notna()]
+    if pool.empty:
+        out["why"] = ("no circuit edge has a carried onset" if population == "circuit" else "no edge has a carried onset")
+        return out
+    earliest = int(pool["carried_onset"].min())
+    at = pool[pool["carried_onset"] == earliest]
+    out.update(first_onset=earliest, first_edges=[str(e) for e in at["edge"]])
+    if head is None:
+        out["why"] = f"no routing head (its sensitivity is not cached: {command} caches it)"
+        return out
+    mine = head_edges(pool["edge"].astype(str), head)
+    out["routing_onset"] = int(pool.loc[mine, "carried_onset"].min()) if mine.any() else None
+    first = out["routing_onset"] == earliest
+    out["routing_first"] = bool(first)
+    out["strictly_first"] = bool(first and head_edges(at["edge"].astype(str), head).all())
+    return out
+
+
 # ---------------------------------------------------------------------------- read from the cache, for a notebook
 def command(run: Run) -> str:
     """The command that fills the cache (the edges run only when asked: minutes of work)."""
@@ -306,8 +343,8 @@ def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
         out.update({"edges_tau_step": int(at), "edges_tau_size": None if math.isnan(row["size"]) else int(row["size"]),
                     "edges_tau_faithfulness": None if math.isnan(row["faithfulness"]) else float(row["faithfulness"])})
     head = found.get("routing_head")
-    if head is not None and out["edges_first"]:
-        out["edges_routing_first"] = out["edges_first"][0][0].split("->")[0] == head
+    if head is not None and out["edges_first"]:  # the rule of the sweep's share (`first_edge`): one definition
+        out["edges_routing_first"] = first_edge(onsets(edges), head)["routing_first"]
     return out
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from interp.analysis.edges import POPULATIONS, first_edge, head_edges  # noqa: F401 - the run's own findings' rule
 from interp.errors import InterpError
 from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import N_BOOT, check_level, quantiles
@@ -42,42 +43,8 @@ from interp.sweeps.circuit_fits import wilson
 from interp.sweeps.fits import ci_str, fmt, jsonable
 
 COMMAND = "interp analyze SWEEP --only edges"  # what fills the caches this reads
-POPULATIONS = ("circuit", "all")
 GROUPS = ("all", "same_k", "across_k")
 GROUP_TEXT = {"all": "all pairs", "same_k": "same K, across seeds", "across_k": "across K"}
-
-
-def head_edges(edges: pd.Series, head: str) -> pd.Series:
-    """Whether each edge ("SENDER->RECEIVER") is one of `head`'s: sent by it, or into its query, key or value."""
-    sender, receiver = edges.str.split("->", n=1, regex=False).str[0], edges.str.split("->", n=1, regex=False).str[1]
-    return (sender == head) | (receiver.str.split(".", n=1, regex=False).str[0] == head)
-
-
-def first_edge(onsets: pd.DataFrame, head: str | None, population: str = "circuit") -> dict:
-    """Whether `head`'s edges have the earliest carried onset among the population's (`edges.onsets`' table); ties
-    count as first. Keys: first_onset, first_edges (every edge at it), routing_onset, routing_first (None:
-    undefined, with `why`), strictly_first."""
-    if population not in POPULATIONS:
-        raise InterpError(f"unknown population {population!r}; allowed: {', '.join(POPULATIONS)}")
-    out = {"first_onset": None, "first_edges": [], "routing_onset": None, "routing_first": None, "strictly_first": None,
-           "why": None}
-    pool = onsets[onsets["ever_in_circuit"].astype(bool)] if population == "circuit" else onsets
-    pool = pool[pool["carried_onset"].notna()]
-    if pool.empty:
-        out["why"] = ("no circuit edge has a carried onset" if population == "circuit" else "no edge has a carried onset")
-        return out
-    earliest = int(pool["carried_onset"].min())
-    at = pool[pool["carried_onset"] == earliest]
-    out.update(first_onset=earliest, first_edges=[str(e) for e in at["edge"]])
-    if head is None:
-        out["why"] = f"no routing head (its sensitivity is not cached: {COMMAND} caches it)"
-        return out
-    mine = head_edges(pool["edge"].astype(str), head)
-    out["routing_onset"] = int(pool.loc[mine, "carried_onset"].min()) if mine.any() else None
-    first = out["routing_onset"] == earliest
-    out["routing_first"] = bool(first)
-    out["strictly_first"] = bool(first and head_edges(at["edge"].astype(str), head).all())
-    return out
 
 
 def circuit_at(edges: pd.DataFrame, curve: pd.DataFrame, tau: int | float) -> dict:
@@ -104,7 +71,7 @@ def run_record(name: str, tables: dict, tau: int | float, k=math.nan, seed=math.
     edges, curve = tables["edges"], tables["edges_curve"]
     return {"run": name, "k": k, "seed": seed, "method": str(edges["method"].iloc[0]), "tau": float(tau),
             "steps_cached": int(edges["step"].nunique()), "n_checkpoints": n_checkpoints, "routing_head": head,
-            **circuit_at(edges, curve, tau), **first_edge(onsets(edges), head, population)}
+            **circuit_at(edges, curve, tau), **first_edge(onsets(edges), head, population, COMMAND)}
 
 
 def jaccard(a: frozenset, b: frozenset) -> float:
