@@ -107,10 +107,14 @@ def cmd_fork(args: argparse.Namespace) -> int:
     settings = _settings(args)
     single = len(at) == 1 and len(arms) == 1 and len(seeds) == 1 and not ForkFamily.is_family(args.out)
     if single:
+        from interp.files import LockHeld
         from interp.forks.fork import fork
 
-        run = fork(parent, at[0], arms[0], args.steps, args.out, seed=seeds[0], gamma_every=args.gamma_every,
-                   gamma_window=window[1], settings=settings, device=device, progress=not args.quiet)
+        try:
+            run = fork(parent, at[0], arms[0], args.steps, args.out, seed=seeds[0], gamma_every=args.gamma_every,
+                       gamma_window=window[1], settings=settings, device=device, progress=not args.quiet)
+        except LockHeld as exc:  # the input is fine (not 2): the fork is another process's to finish, not done here
+            return _held(args.out, exc.holder, args.json)
         return _single(run, args.json, criterion, window)
     family = ForkFamily.create(parent, at, arms, seeds, args.steps, args.out, gamma_every=args.gamma_every,
                                gamma_window=window if args.gamma_window is not None else window[1],
@@ -139,6 +143,16 @@ def _relapse(args: argparse.Namespace):
         raise InterpError(f"--relapse {args.relapse} is used only with --at relapse (the state nearest at or after "
                           f"the run's relapse); add relapse to --at, or leave --relapse out")
     return parse_relapse(args.relapse) if named else None
+
+
+def _held(out, holder: str, as_json: bool) -> int:
+    """A fork another live process writes (trains or makes): one line naming it, exit 1 (the fork is not done),
+    as a family names its held forks (`interp.collections.training.held_note`)."""
+    if as_json:
+        print(json.dumps({"run": str(out), "status": "running", "holder": holder}))
+    print(f"interp: fork {out} not trained here, being written by another process ({holder}); that process "
+          f"finishes it (see interp show {out}); if it stops first, run this command again to resume it", file=sys.stderr)
+    return 1
 
 
 def _single(run, as_json: bool, criterion, window: tuple[int, int]) -> int:
@@ -227,7 +241,9 @@ def add_parsers(sub) -> None:
         description="interp fork RUN --at STEP --arm NAME[:key=value,...] --steps N --out DIR makes one fork (a run "
                     "folder); lists (--at 450,600 --arm minibatch,full_batch --seed 0,1,2) make a family of forks "
                     "trained like a sweep; interp fork status DIR shows a family's table and the comparison of its "
-                    "arms. Arms: " + "; ".join(f"{name}: {d.doc}" for name, d in ARMS.items()) + ". docs/forks.md.")
+                    "arms. One fork exits 0 when it is done, 1 when not (interrupted, damaged, or being written by "
+                    "another process, which is named), 2 on bad input. Arms: "
+                    + "; ".join(f"{name}: {d.doc}" for name, d in ARMS.items()) + ". docs/forks.md.")
     p.add_argument("target", nargs="*", type=path_arg("the run or fork family folder"),
                    help="RUN, or: status FAMILY_FOLDER")
     p.add_argument("--at", help="fork step(s): saved steps, tau/2 (any tau/N, F*tau), pre, mid, post, relapse, "

@@ -104,6 +104,15 @@ def check_output_file(path: str | Path, what: str = "output file") -> Path:
     return path
 
 
+class LockHeld(InterpError):
+    """A writer's lock another live process holds (`WriterLock.acquire`): the input is fine, the folder is busy.
+    Commands that skip or report such a folder catch it (`interp fork` exits 1, not 2); `holder` names the holder."""
+
+    def __init__(self, message: str, holder: str):
+        super().__init__(message)
+        self.holder = holder
+
+
 class WriterLock:
     """An exclusive OS file lock on `path` (a run's `.lock`), held by the one process that writes the run.
 
@@ -130,12 +139,8 @@ class WriterLock:
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or attempt == retries:
-                    holder = self.holder() or "unknown pid"
                     os.close(fd)
-                    raise InterpError(
-                        f"{self.path.parent} is being written by another process ({holder}); "
-                        f"only one writer at a time: wait for it to finish or stop it"
-                    ) from None
+                    raise self.refusal() from None
                 time.sleep(0.1)  # a reader probing the lock holds it for microseconds
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
@@ -150,6 +155,12 @@ class WriterLock:
         finally:
             os.close(self._fd)
             self._fd = None
+
+    def refusal(self) -> LockHeld:
+        """The error of a writer refused because another process holds the lock, naming it."""
+        holder = self.holder() or "unknown pid"
+        return LockHeld(f"{self.path.parent} is being written by another process ({holder}); "
+                        f"only one writer at a time: wait for it to finish or stop it", holder)
 
     def holder(self) -> str:
         try:

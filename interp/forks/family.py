@@ -4,6 +4,7 @@
     forks/fam/at500-minibatch-s0/      an ordinary run folder (a fork: `interp.forks.fork`)
     forks/fam/at500-full_batch-s0/
     forks/fam/.lock                    held (an OS file lock) while forks.json is written and forks are made
+    forks/fam/.at500-...-s0.making.tmp a fork being made, moved into its folder under that folder's own lock
 
 Arms without randomness of their own (`continue`, `full_batch`: their class's `seedless`) get
 one fork per step, not one per seed. `ForkFamily.train` first makes every missing fork folder (the state at each fork step
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import math
 import os
 import shutil
@@ -34,12 +36,12 @@ from pathlib import Path
 
 from interp.collections.collection import Collection
 from interp.errors import InterpError
-from interp.files import atomic_write_json
+from interp.files import LockHeld, atomic_write_json
 from interp.forks.arms import Arm
 from interp.forks.design import FAMILY_FILE, FORMAT, design_arms, design_points, read_design
 from interp.forks.fork import (DEFAULT_GAMMA_WINDOW, STORAGE, check_out, check_state, create_fork, fork_block,
                                fork_spec, resolve_at)
-from interp.runs import RESUME_FILE, Run, RunLock
+from interp.runs import LOCK_FILE, RESUME_FILE, RUN_FILE, Run, RunLock
 
 __all__ = ["ForkFamily", "escapes", "FAMILY_FILE", "FORMAT"]
 
@@ -257,7 +259,7 @@ class ForkFamily(Collection):
                     diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
                     st = PointState("damaged", f"{self.path / name / 'run.json'}: its fork block differs from "
                                                f"the family's point in {', '.join(diff)}", spec=st.spec)
-                elif st.state in ("interrupted", "not started") and not (st.run.path / RESUME_FILE).exists():
+                elif _half_made(st):
                     st = PointState("not started", spec=spec)  # made but its state never written: made again
             out[name] = st
         return out
@@ -265,29 +267,30 @@ class ForkFamily(Collection):
     # ------------------------------------------------------------------ make and train
     def prepare(self, progress: bool = False) -> int:
         """Make every fork folder that does not exist yet (a half-made one is made again); the state
-        at each fork step is computed once. Returns how many were made."""
+        at each fork step is computed once. Each fork is made holding its folder's writer lock, so a fork
+        another process holds (training or making it) is left as it is: `states` says running, and
+        `train` names it. Returns how many were made."""
         from interp.replay import state_at
 
         parent = self.parent
         waiting = f"interp: another process is making the forks of {self.path}; waiting for it" if progress else None
+        made = 0
         with _locked(self.path, waiting):  # one process makes them; one started with it finds them made
+            for stale in self.path.glob(f".*{MAKING}"):  # a killed prepare's (only prepare makes them, under this lock)
+                shutil.rmtree(stale, ignore_errors=True)
             states = self.states()
-            todo = [(n, s, p) for n, s, p in self._points(parent)
-                    if states[n].state == "not started" and not RunLock(self.path / n).is_locked()]
+            todo = [(n, s, p) for n, s, p in self._points(parent) if states[n].state == "not started"]
             cache: dict[int, tuple] = {}
             for name, _, point in todo:
                 step = point["step"]
                 if step not in cache:
                     cache[step] = state_at(parent, step, progress)
                 state, source = cache[step]
-                folder = self.path / name
-                if folder.exists():
-                    shutil.rmtree(folder)
                 d = self.design
-                create_fork(parent, step, point["arm"], d["horizon"], folder, seed=point["seed"],
-                            gamma_every=d["gamma_every"], gamma_window=d["gamma_window"], settings=d["settings"],
-                            state=state, source=source)
-        return len(todo)
+                made += _make_held(self.path / name, functools.partial(
+                    create_fork, parent, step, point["arm"], d["horizon"], seed=point["seed"], gamma_every=d["gamma_every"],
+                    gamma_window=d["gamma_window"], settings=d["settings"], state=state, source=source))
+        return made
 
     def train(self, backend: str = "local", workers: int = 1, threads: int | None = None, device: str = "cpu",
               address: str | None = None, cpus_per_run: int | float = 1, gpus_per_run: int | float = 0,
@@ -345,6 +348,54 @@ class ForkFamily(Collection):
 FAMILY_LOCK = ".lock"  # held while forks.json is written and while the fork folders are made
 
 
+MAKING = ".making.tmp"  # a fork made beside its folder (".NAME.making.tmp"), then moved in under the folder's lock
+
+
+def _half_made(st) -> bool:
+    """A fork whose starting state was never written (a kill while it was made): made again. That includes one a
+    trainer took up and failed for want of that state, with no checkpoint past its fork step (it would fail
+    the same way again)."""
+    if (st.run.path / RESUME_FILE).exists():
+        return False
+    start = (st.run.fork or {}).get("parent_step")
+    trained = any(step > start for step in st.run.steps) if isinstance(start, int) else bool(st.run.steps)
+    return st.state in ("interrupted", "not started") or (st.state == "failed" and not trained)
+
+
+def _make_held(folder: Path, make) -> bool:
+    """Make the fork `folder` anew, holding its writer lock throughout (taken without waiting): False, and nothing
+    touched, when another process holds it or has made the fork since it was looked at. Its half-made files are
+    removed, the fork is made (`make`) in a sibling, whose own lock `Run.create` takes, and moved in, run.json
+    first and the resume state last: the folder's lock file stays, held, and a kill leaves a half-made fork again."""
+    folder.mkdir(exist_ok=True)
+    lock = RunLock(folder)
+    try:
+        lock.acquire(retries=0)
+    except LockHeld:
+        return False
+    try:
+        if (folder / RESUME_FILE).exists() or (not Run.is_run(folder) and any(
+                p.name != LOCK_FILE for p in folder.iterdir())):
+            return False  # made (or filled) by another process between the look and the lock
+        for p in folder.iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            elif p.name != LOCK_FILE:
+                p.unlink()
+        temp = folder.with_name(f".{folder.name}{MAKING}")
+        shutil.rmtree(temp, ignore_errors=True)
+        try:
+            make(temp)
+            order = {RUN_FILE: 0, RESUME_FILE: 2}
+            for p in sorted((p for p in temp.iterdir() if p.name != LOCK_FILE), key=lambda p: order.get(p.name, 1)):
+                os.replace(p, folder / p.name)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+    finally:
+        lock.release()
+    return True
+
+
 def _check_empty(out: Path) -> None:
     """Refuse a folder that holds anything but the family's lock (and another writer's temporaries)."""
     if out.exists() and (not out.is_dir() or any(p.name != FAMILY_LOCK and not p.name.endswith(".tmp")
@@ -382,7 +433,7 @@ def _without_parent(path: Path, want: dict):
     if diff:
         return PointState("damaged", f"{path / 'run.json'}: its fork block differs from the family's point in "
                                      f"{', '.join(diff)}", spec=st.run.spec)
-    if st.state in ("interrupted", "not started") and not (path / RESUME_FILE).exists():
+    if _half_made(st):
         return PointState("not started", spec=st.run.spec)  # made but its state never written
     return st
 

@@ -206,11 +206,13 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
     """Fork `run` (a Run or a path) at `at` (a saved step, "tau/2", "pre", ...) under `arm` (a name,
     "NAME:key=value,..." or an Arm) for `steps` steps into the run folder `out`, and train it.
     Running it again on a finished fork trains nothing; on an interrupted one, resumes it; with other
-    settings (`settings`) than it was made with, it is refused (`check_settings`)."""
+    settings (`settings`) than it was made with, it is refused (`check_settings`); while another process
+    writes `out` (trains or makes it), `interp.files.LockHeld` is raised, naming it, and nothing is written."""
     from interp.devices import check_fits
+    from interp.files import LockHeld
     from interp.forks.arm_steps import fork_stepper
     from interp.forks.arms import parse_arms
-    from interp.runs import Run
+    from interp.runs import Run, RunLock
     from interp.train import train
 
     parent = run if isinstance(run, Run) else Run.open(run)
@@ -235,10 +237,18 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
         check_settings(out, existing.spec, spec)
         if (existing.status or {}).get("state") == "done":
             return existing
-        train(existing, device=device, progress=progress, stepper=fork_stepper)
+        train(existing, device=device, progress=progress, stepper=fork_stepper)  # LockHeld when another trains it
         return Run.open(out)
-    created = create_fork(parent, step, arm, steps, out, seed=seed, gamma_every=gamma_every,
-                          gamma_window=gamma_window, settings=settings, progress=progress)
+    lock = RunLock(out)
+    if lock.is_locked():  # being made by another process: its run.json is not there yet
+        raise lock.refusal()
+    try:
+        created = create_fork(parent, step, arm, steps, out, seed=seed, gamma_every=gamma_every,
+                              gamma_window=gamma_window, settings=settings, progress=progress)
+    except InterpError as exc:  # "not empty": another process began making it since the look above
+        if not isinstance(exc, LockHeld) and lock.is_locked():
+            raise lock.refusal() from None
+        raise
     train(created, device=device, progress=progress, stepper=fork_stepper)
     return Run.open(out)
 

@@ -187,6 +187,96 @@ def test_a_family_trains_the_forks_not_held_and_names_the_held_one(tiny_run, tmp
     assert [r["status"] for r in cli_json(capsys, ["fork", "status", str(family), "--json"])["table"]] == ["done"] * 2
 
 
+def _holder(folder: Path, gated: bool = False) -> subprocess.Popen:
+    """Another process that takes the run folder's writer lock (after a line on its stdin when `gated`), says
+    "held" and keeps it until killed."""
+    code = ("import sys, time; from interp.runs import RunLock; " + ("sys.stdin.readline(); " if gated else "")
+            + "RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(600)")
+    return subprocess.Popen([sys.executable, "-c", code, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, cwd=ROOT)
+
+
+def test_a_half_made_fork_taken_while_the_forks_are_made_is_left_to_its_holder(tiny_run, tmp_path, monkeypatch):
+    """prepare looked (not started, not held), then deleted the folder: a process that took the fork's lock in
+    between lost what it was writing. Now each fork is remade holding its folder's lock (its lock file kept): a
+    fork another process took meanwhile is left untouched and reads running; once free, it is made again."""
+    import interp.replay
+    from interp.forks.arms import parse_arms
+    from interp.forks.family import ForkFamily
+    from interp.runs import RESUME_FILE, Run
+
+    parent, out = tiny_run(), tmp_path / "fam"
+    family = ForkFamily.create(Run.open(parent), ["20"], parse_arms("minibatch,full_batch"), [0], 4, out)
+    assert family.prepare() == 2
+    held, free = out / "at20-minibatch-s0", out / "at20-full_batch-s0"
+    for folder in (held, free):  # both half-made: killed before the state at the fork step was written
+        (folder / RESUME_FILE).unlink()
+    assert {st.state for st in family.states().values()} == {"not started"}
+    saved, lock_file = snapshot(held, cache=False), (held / ".lock").stat().st_ino
+    holder = _holder(held, gated=True)
+    real = interp.replay.state_at
+
+    def state_at(*args, **kwargs):  # after prepare looked at the forks, before it touches one: the lock is taken
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "held"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(interp.replay, "state_at", state_at)
+    try:
+        assert family.prepare() == 1  # only the free one
+        assert snapshot(held, cache=False) == saved, "a fork another process holds was deleted or rewritten"
+        assert (held / ".lock").stat().st_ino == lock_file and f"pid {holder.pid} " in (held / ".lock").read_text()
+        states = family.states()
+        assert states[held.name].state == "running" and states[free.name].state == "interrupted", states
+        assert (free / RESUME_FILE).exists() and not list(out.glob(".*.making.tmp"))
+    finally:
+        holder.kill()
+        holder.wait()
+    monkeypatch.setattr(interp.replay, "state_at", real)
+    assert family.prepare() == 1  # nobody holds it now: made again, in its folder and under its kept lock file
+    assert (held / RESUME_FILE).exists() and (held / ".lock").stat().st_ino == lock_file
+    assert (held / ".lock").read_text() == "" and not list(out.glob(".*.making.tmp"))
+    outcome = family.train(workers=1, threads=1, progress=False)  # the remade folder's lock is taken as any run's
+    assert sorted((r["name"], r["state"]) for r in outcome.results) == [(free.name, "done"), (held.name, "done")]
+
+
+@pytest.mark.parametrize("what", ["made, not trained", "being made", "being made, --json"])
+def test_a_single_fork_another_process_writes_is_named_and_exits_1(tiny_run, tmp_path, capsys, what):
+    """It was refused with exit 2, the bad-input status, though the input is fine: now one line names the holder
+    and what to do, nothing is written, and it exits 1 (the fork is not done), as an unfinished fork does."""
+    from interp.forks.arms import parse_arms
+    from interp.forks.fork import create_fork
+    from interp.runs import Run
+
+    parent, out = tiny_run(), tmp_path / "fork"
+    if what == "made, not trained":
+        create_fork(Run.open(parent), 20, parse_arms("minibatch")[0], 4, out)
+    else:
+        out.mkdir()  # another process has taken the lock and not yet written run.json
+    saved = snapshot(out, cache=False)
+    holder = _holder(out)
+    argv = ["fork", str(parent), "--at", "20", "--arm", "minibatch", "--steps", "4", "--out", str(out), "--quiet",
+            *(["--json"] if "json" in what else [])]
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, shown, err = run_main(argv, capsys)
+        assert code == 1, (shown + err)[-3000:]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err, err
+        for fragment in (f"fork {out} not trained here, being written by another process (pid {holder.pid} ",
+                         f"interp show {out}", "run this command again"):
+            assert fragment in lines[0], lines[0]
+        if "json" in what:
+            assert json.loads(shown) == {"run": str(out), "status": "running", "holder": (out / ".lock").read_text().strip()}
+        else:
+            assert shown == ""
+        assert snapshot(out, cache=False) == saved, "a fork another process holds was written"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 # ---------------------------------------------------------------------------- 14: analyze SWEEP twice at once
 SMALL = ["--preset", "tiny", "--n-bases", "24", "--n-layers", "1", "--n-heads", "2", "--d-model", "32",
          "--d-head", "16", "--d-mlp", "64", "--batch-size", "16", "--lr", "0.003", "--eval-every", "10",

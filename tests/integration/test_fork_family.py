@@ -296,7 +296,7 @@ def test_an_edited_fork_block_is_damaged_named_and_skipped(parent, pool_family, 
 
 
 # ---------------------------------------------------------------------------- 6: a half-made fork
-@pytest.mark.parametrize("left", ["run.json and an empty manifest", "no resume state"])
+@pytest.mark.parametrize("left", ["run.json and an empty manifest", "no resume state", "failed for want of its state"])
 def test_a_half_made_fork_is_made_again_and_trains(parent, pool_family, tmp_path, left):
     out = tmp_path / "fam"
     family = _family(parent, out, "minibatch", at=("20",))
@@ -311,6 +311,8 @@ def test_a_half_made_fork_is_made_again_and_trains(parent, pool_family, tmp_path
             if p.name not in (RUN_FILE, MANIFEST_FILE, ".lock"):
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
         (out / s1 / MANIFEST_FILE).write_text(json.dumps({"format": FORMAT, "checkpoints": {}}))
+    if left == "failed for want of its state":  # a trainer took it up before it was made again, and failed
+        (out / s1 / "status.json").write_text(json.dumps({"state": "failed", "error": "a fork without its starting state"}))
     assert Run.is_run(out / s1) and not (out / s1 / RESUME_FILE).exists()
     assert family.states()[s1].state == "not started"
 
