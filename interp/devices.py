@@ -6,6 +6,7 @@ machine is one clear error instead of a traceback and a half-made run folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -13,6 +14,23 @@ from interp.errors import InterpError
 from interp.spec import VOCAB_SIZE, RunSpec
 
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda|mps|xpu)(:\d+)?$")
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """torch's intra-op threads set to `n` for the block and given back after it (None or 0: left as they are): a
+    job run in the caller's own process (a pool of one worker) leaves the caller's thread count as it found it."""
+    if not n:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def check_device(name: str) -> str:

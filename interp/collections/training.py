@@ -77,15 +77,20 @@ def train_point(folder: str, job: dict, device: str = "cpu", threads: int | None
     interrupted, failed, damaged (the folder holds an unreadable run, or one whose run.json is
     not this point: the error names the fields) or running (another live process holds the
     run's lock: another sweep on the same folder, or `interp train`). A worker that died needs
-    no waiting for: the operating system released its lock with the process."""
-    import torch
+    no waiting for: the operating system released its lock with the process. In the caller's own process (a
+    pool of one) the caller's torch thread count is given back afterwards (`interp.devices.torch_threads`)."""
+    from interp.devices import torch_threads
 
+    with torch_threads(threads):
+        return _train_point(folder, job, device, resubmitted)
+
+
+def _train_point(folder: str, job: dict, device: str, resubmitted: bool) -> dict:
+    """`train_point`'s work, at the thread count it set."""
     from interp.runs import Run
     from interp.spec import RunSpec
     from interp.train import train
 
-    if threads:
-        torch.set_num_threads(threads)
     path = Path(folder)
     began = time.perf_counter()
     result = result_of(path.name, "done")

@@ -61,14 +61,19 @@ def analyze_point(folder: str, request: dict, device: str = "cpu", threads: int 
     lock (`claim_analysis`). Never raises: returns {"name", "state" (done, failed, or busy: another process holds
     the lock and `wait` is False; nothing was computed), "seconds", "error",
     "computed", "cached", "problems", "notes", "findings"}. Resubmitted after a worker died, it simply
-    runs again: what the dead worker cached is read back."""
-    import torch
+    runs again: what the dead worker cached is read back. In the caller's own process the caller's torch thread
+    count is given back afterwards (`interp.devices.torch_threads`)."""
+    from interp.devices import torch_threads
 
+    with torch_threads(threads):
+        return _analyze_point(folder, request, device)
+
+
+def _analyze_point(folder: str, request: dict, device: str) -> dict:
+    """`analyze_point`'s work, at the thread count it set."""
     from interp.analysis.suite import run_suite
     from interp.runs import Run
 
-    if threads:
-        torch.set_num_threads(threads)
     began = time.perf_counter()
     result = {**result_of(Path(folder).name, "done"), "computed": 0, "cached": 0, "problems": [], "notes": [],
               "findings": {}}
