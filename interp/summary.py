@@ -9,7 +9,7 @@ from interp.transition import GAP_LEAD_NATS, facts, finite, parse_lead_definitio
 
 FINAL = METRICS
 FACTS = ("plateau_height", "plateau_start", "plateau_end", "tau_half", "tau_window",
-         "window_start", "window_end", "snap_step", "gap_onset", "gap_lead", "gap_lead_snap")
+         "window_start", "window_end", "snap_step", "gap_onset", "gap_onset_censored", "gap_lead", "gap_lead_snap")
 
 
 def run_summary(run: Run) -> dict:
@@ -64,7 +64,9 @@ def run_rows(s: dict) -> Rows:
         ("tau", f"tau_half = {fmt(s['tau_half'])}, tau_window = {fmt(s['tau_window'])} "
                 f"(from step {fmt(s['window_start'])} to {fmt(s['window_end'])}); "
                 f"snap (Lc < 0.05 log K) at step {fmt(s['snap_step'])}"),
-        ("gap lead", f"dz > {GAP_LEAD_NATS:g} nats from step {fmt(s.get('gap_onset'), none='never')}: lead "
+        ("gap lead", f"dz > {GAP_LEAD_NATS:g} nats at or before step {fmt(s.get('gap_onset'))}, the log's first "
+                     f"evaluation: the onset is censored (only a bound), so no lead" if s.get("gap_onset_censored") else
+                     f"dz > {GAP_LEAD_NATS:g} nats from step {fmt(s.get('gap_onset'), none='never')}: lead "
                      f"(t_loss - t) / t_loss = {fmt(s.get('gap_lead'), '.2f')} with t_loss = tau_half, "
                      f"{fmt(s.get('gap_lead_snap'), '.2f')} with the snap (the author's 50% lead)"),
     ]
@@ -85,7 +87,8 @@ def lead_under(run: Run, definition: str) -> dict:
     why = found.not_measured(t_loss, dz)
     lead = {"gap_onset": None, "t_loss": None, "gap_lead": None} if why else found.gap_lead_at(t_loss, dz)
     return {"definition": definition, "t_loss": t_loss, "dz": dz, "gap_onset": lead["gap_onset"],
-            "t_loss_step": lead["t_loss"], "gap_lead": lead["gap_lead"], "not_measured": why}
+            "t_loss_step": lead["t_loss"], "gap_lead": lead["gap_lead"], "not_measured": why,
+            "censored": bool(lead.get("censored"))}
 
 
 def lead_row(lead: dict) -> tuple[str, str]:
@@ -93,6 +96,10 @@ def lead_row(lead: dict) -> tuple[str, str]:
     label = f"lead ({lead['definition']})"
     if lead["not_measured"]:
         return label, lead["not_measured"]
+    if lead.get("censored"):
+        return label, (f"t_loss = {lead['t_loss']} at step {fmt(lead['t_loss_step'], none='never')}, dz ({lead['dz']}) > "
+                       f"{GAP_LEAD_NATS:g} nats at or before step {fmt(lead['gap_onset'])} (the log's first evaluation: "
+                       f"censored), so no lead")
     return label, (f"t_loss = {lead['t_loss']} at step {fmt(lead['t_loss_step'], none='never')}, dz ({lead['dz']}) > "
                    f"{GAP_LEAD_NATS:g} nats from step {fmt(lead['gap_onset'], none='never')}: (t_loss - t) / t_loss = "
                    f"{fmt(lead['gap_lead'], '.2f')}")

@@ -226,7 +226,8 @@ def gap_lead(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log
     if t_loss in ("l1_0.9", "l1_0.9_eval"):
         raise InterpError(f"t_loss {t_loss!r} needs the first-token loss: use facts(run).gap_lead_at")
     t = _t_loss(t_loss, {"half": lambda: tau_half(s, lc, log_k), "snap": lambda: snap_step(s, lc, log_k)})
-    return _lead(first_above(s, dz, threshold), t)
+    gap = first_above(s, dz, threshold)
+    return _lead(gap, t, left_censored(gap, int(s[0]) if len(s) else None))
 
 
 def _t_loss(t_loss: str | int, kinds: dict) -> int | None:
@@ -240,8 +241,17 @@ def _t_loss(t_loss: str | int, kinds: dict) -> int | None:
     raise InterpError(f"t_loss must be 'half', 'snap' or a positive step, got {t_loss!r}")
 
 
-def _lead(gap: int | None, t: int | None) -> dict:
-    return {"gap_onset": gap, "t_loss": t, "gap_lead": None if (gap is None or not t) else (t - gap) / t}
+def _lead(gap: int | None, t: int | None, censored: bool = False) -> dict:
+    """The lead of onset `gap` against t_loss `t`; a `censored` onset (at or before the first evaluation: only
+    a bound) gives no lead."""
+    lead = None if (gap is None or not t or censored) else (t - gap) / t
+    return {"gap_onset": gap, "t_loss": t, "gap_lead": lead, "censored": bool(censored and gap is not None)}
+
+
+def left_censored(onset: int | None, first_step: int | None) -> bool:
+    """Whether an onset is only a bound: it falls on the first evaluation of a series that starts after step 0
+    (a fork, or analyses from a later step), so it happened at or before that step (SPEC 10, censoring)."""
+    return onset is not None and first_step is not None and first_step > 0 and onset <= first_step
 
 
 def finite(value) -> float | None:
@@ -273,6 +283,8 @@ class TransitionFacts:
     l1_step: int | None = None  # the author's t_loss: train_loss_first < 0.9 log K (None: never, or not logged)
     l1_eval_step: int | None = None  # the same on the evaluated loss_first
     gap_onset_inbatch: int | None = None  # the author's in-batch dz > 0.1 nats
+    gap_onset_censored: bool = False  # the onset is the first evaluation of a log starting after 0 (a fork): a bound
+    gap_onset_inbatch_censored: bool = False
     logged: frozenset = frozenset()  # which of the author's columns (NEEDS_COLUMN) the log has
     steps: tuple[int, ...] = field(default=(), repr=False)
     loss_cand: tuple[float, ...] = field(default=(), repr=False)
@@ -299,7 +311,9 @@ class TransitionFacts:
                                   f"(logged by runs trained since it was added)")
         kinds = {"half": lambda: self.tau_half, "snap": lambda: self.snap_step,
                  "l1_0.9": lambda: self.l1_step, "l1_0.9_eval": lambda: self.l1_eval_step}
-        return _lead(self.gap_onset if dz == "unbiased" else self.gap_onset_inbatch, _t_loss(t_loss, kinds))
+        onset, censored = ((self.gap_onset, self.gap_onset_censored) if dz == "unbiased"
+                           else (self.gap_onset_inbatch, self.gap_onset_inbatch_censored))
+        return _lead(onset, _t_loss(t_loss, kinds), censored)
 
     def not_measured(self, t_loss: str, dz: str) -> str | None:
         """Why the lead cannot be had under (t_loss, dz): the one line `gap_lead_at` raises, or None."""
@@ -335,13 +349,16 @@ def derive(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log_k
     dz_nan = [float("nan") if finite(v) is None else v for v in dz]
     half, snap = tau_half(s, lc, log_k), snap_step(s, lc, log_k)
     gap = first_above(s, dz_nan, GAP_LEAD_NATS)
+    censored = left_censored(gap, s[0])
+    author["gap_onset_inbatch_censored"] = left_censored(author["gap_onset_inbatch"], int(steps[0]) if len(steps) else None)
     bounds = window_bounds(s, lc, log_k)
     return TransitionFacts(
         log_k=log_k, tau_half=half, tau_window=None if bounds is None else bounds[1] - bounds[0],
         window_start=None if bounds is None else bounds[0], window_end=None if bounds is None else bounds[1],
         snap_step=snap, plateau_height=plateau_height(s, lc, log_k),
         plateau_start=None if span is None else span[0], plateau_end=None if span is None else span[1],
-        gap_onset=gap, gap_lead=_lead(gap, half)["gap_lead"], gap_lead_snap=_lead(gap, snap)["gap_lead"],
+        gap_onset=gap, gap_onset_censored=censored, gap_lead=_lead(gap, half, censored)["gap_lead"],
+        gap_lead_snap=_lead(gap, snap, censored)["gap_lead"],
         steps=tuple(s), loss_cand=tuple(lc), **author,
     )
 

@@ -34,7 +34,7 @@ from interp.errors import InterpError
 from interp.formatting import fmt
 from interp.presentable import html
 from interp.runs import Run
-from interp.transition import ONSET_M, facts, onset, rise_onset, tau_or_none
+from interp.transition import ONSET_M, facts, left_censored, onset, rise_onset, tau_or_none
 
 if TYPE_CHECKING or "torch" in sys.modules:
     from torch import nn
@@ -187,14 +187,16 @@ def onsets(edges: pd.DataFrame, m: int = ONSET_M) -> pd.DataFrame:
     from which it is in the circuit for m checkpoints), ever_in_circuit and last_abs_score (|score| at the last
     step); ordered by carried onset (never: last), then by the last step's |score|."""
     rows = []
-    last = edges["step"].max()
+    last, first = edges["step"].max(), int(edges["step"].min())
     for edge, part in edges.sort_values("step").groupby("edge", sort=False):
         magnitude = part["score"].abs().to_numpy(dtype=float)
         carried = rise_onset(part["step"], magnitude) if len(part) > 1 else None
         used = onset(part["step"], part["in_circuit"].astype(float), 0.5, m=m)
         rows.append({"edge": edge, "sender": part["sender"].iloc[0], "receiver": part["receiver"].iloc[0],
                      "carried_onset": carried, "used_onset": used, "ever_in_circuit": bool(part["in_circuit"].any()),
-                     "last_abs_score": float(part.loc[part["step"] == last, "score"].abs().max())})
+                     "last_abs_score": float(part.loc[part["step"] == last, "score"].abs().max()),
+                     # at the first analysed step of a series that starts after 0 (a fork): only a bound
+                     "carried_censored": left_censored(carried, first), "used_censored": left_censored(used, first)})
     df = pd.DataFrame(rows)
     df["_never"] = df["carried_onset"].isna()
     df = df.sort_values(["_never", "carried_onset", "last_abs_score"], ascending=[True, True, False])
@@ -242,6 +244,10 @@ def first_edge(onsets: pd.DataFrame, head: str | None, population: str = "circui
     earliest = int(pool["carried_onset"].min())
     at = pool[pool["carried_onset"] == earliest]
     out.update(first_onset=earliest, first_edges=[str(e) for e in at["edge"]])
+    if "carried_censored" in at and at["carried_censored"].astype(bool).any():
+        out["why"] = (f"the earliest onsets are censored at step {earliest}, the first analysed step (a fork): they "
+                      f"formed at or before it, so which formed first is not seen")
+        return out
     if head is None:
         out["why"] = f"no routing head (its sensitivity is not cached: {command} caches it)"
         return out
@@ -336,6 +342,8 @@ def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
     out = {"edges_method": str(edges["method"].iloc[0]),
            "edges_first": [[str(r.edge), None if pd.isna(r.carried_onset) else int(r.carried_onset)]
                            for r in first.itertuples()]}
+    if first["carried_censored"].astype(bool).any():  # a fork's edges already carried at its first step: bounds
+        out["edges_censored_at"] = int(edges["step"].min())
     if t is not None:
         steps = sorted(curve["step"].unique())
         at = min(steps, key=lambda s: (abs(s - t), s))
@@ -351,7 +359,9 @@ def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
 def rows(f: dict, tables: dict) -> Rows:
     if "edges_first" not in f:
         return []
-    first = ", ".join(f"{e} ({fmt(s, none='never')})" for e, s in f["edges_first"][:3])
+    cut = f.get("edges_censored_at")
+    first = ", ".join(f"{e} ({'<= ' if cut is not None and s == cut else ''}{fmt(s, none='never')})"
+                      for e, s in f["edges_first"][:3])
     text = f"{f['edges_method']}: first circuit edges by onset {first}"
     if "edges_tau_step" in f:
         text += (f"; circuit at step {f['edges_tau_step']} (nearest tau): {fmt(f['edges_tau_size'], none='-')} edges, "

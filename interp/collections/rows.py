@@ -35,6 +35,8 @@ MEASURES = ("tau_half", "tau_window", "t_start", "t_end", "plateau_height", "sna
             "steps_to_acc_cand_99", "steps_to_exact_99", "gap_onset", "gap_lead", "gap_lead_snap", "gap_lead_steps",
             "gap_onset_author", "t_loss_author", "gap_lead_author", "gap_lead_steps_author")
 CENSORABLE = ("tau_half", "tau_window", "snap_step", "steps_to_acc_cand_99", "steps_to_exact_99")
+# the leads, censored when the dz onset is the first evaluation of a log that starts after 0 (a fork)
+LEAD_CENSORABLE = ("gap_lead", "gap_lead_snap", "gap_lead_steps", "gap_lead_author", "gap_lead_steps_author")
 
 
 def _nan(value) -> bool:
@@ -59,7 +61,7 @@ def author_lead(run: Run) -> dict:
     lead = found.gap_lead_at(t_loss, dz) if logged else {"gap_onset": None, "t_loss": None, "gap_lead": None}
     steps = None if lead["gap_lead"] is None else lead["t_loss"] - lead["gap_onset"]
     return {"gap_onset_author": lead["gap_onset"], "t_loss_author": lead["t_loss"], "gap_lead_author": lead["gap_lead"],
-            "gap_lead_steps_author": steps, "author_logged": logged}
+            "gap_lead_steps_author": steps, "author_logged": logged, "gap_censored_author": bool(lead.get("censored"))}
 
 
 def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
@@ -70,7 +72,7 @@ def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
     from interp.summary import run_summary
 
     out: dict = {m: math.nan for m in MEASURES}
-    out.update({f"censored_{m}": False for m in CENSORABLE})
+    out.update({f"censored_{m}": False for m in CENSORABLE + LEAD_CENSORABLE})
     out.update({"steps_run": None, "wall_seconds": math.nan, "author_logged": False})
     if run is None:
         out["censored"] = False
@@ -90,10 +92,16 @@ def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
         # lead as a share of tau_half and of the snap, and in steps before tau_half
         "gap_onset": summary["gap_onset"], "gap_lead": summary["gap_lead"], "gap_lead_snap": summary["gap_lead_snap"],
         "gap_lead_steps": (None if summary["gap_onset"] is None or summary["tau_half"] is None
-                           else summary["tau_half"] - summary["gap_onset"]),
+                           or summary.get("gap_onset_censored") else summary["tau_half"] - summary["gap_onset"]),
     }
     values.update(author_lead(run))
     out["author_logged"] = values.pop("author_logged")
+    # a dz onset at the first evaluation of a log that starts after step 0 (a fork) is only a bound: the lead is
+    # censored there, flagged so that the fits count it and leave it out (interp.transition.left_censored)
+    gap_cens, gap_cens_author = bool(summary.get("gap_onset_censored")), values.pop("gap_censored_author")
+    for name, flag in (("gap_lead", gap_cens), ("gap_lead_snap", gap_cens), ("gap_lead_steps", gap_cens),
+                       ("gap_lead_author", gap_cens_author), ("gap_lead_steps_author", gap_cens_author)):
+        out[f"censored_{name}"] = flag
     for name, value in values.items():
         out[name] = math.nan if value is None else float(value)
     defined = {"tau_half": has_cand, "tau_window": has_cand, "snap_step": has_cand,

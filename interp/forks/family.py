@@ -327,7 +327,8 @@ class ForkFamily(Collection):
             spec = st.spec
             arm = point["arm"]
             row = {"run": name, "status": st.state, "error": st.error, "fork_step": point["step"], "arm": arm.name,
-                   "arm_params": arm.params_text, "fork_seed": point["seed"], "horizon": self.design["horizon"]}
+                   "arm_params": arm.params_text, "fork_seed": point["seed"], "horizon": self.design["horizon"],
+                   "eval_every": spec.train.eval_every if spec is not None else math.nan}  # an escape's resolution
             row.update(identity(spec))
             try:
                 row.update(measures(st.run if st.state != "damaged" else None, spec, st.state))

@@ -5,14 +5,16 @@ the share of groups at tau/2 (`groups`), direction consistency on the plateau an
 transition (`trajectory`), the selector SNR and the noise along curvature (`gradients`) and the
 plateau's lambda_min (`hessian`). With `compute=True` the cheap ones (groups, trajectory, and
 gradients at up to 5 of the plateau's checkpoints) are computed and cached; the Hessian and the curvature
-noise (minutes) are only read from the cache. Within one run the interval of a median over the
-plateau's checkpoints is a percentile bootstrap over those checkpoints (they are correlated:
-read it as a spread, not a confidence interval), and a share of groups gets a Wilson interval.
+noise (minutes) are only read from the cache. Within one run a value is the median over the plateau's
+checkpoints; its percentile bootstrap over those (correlated) checkpoints is a spread, not a confidence
+interval, and one run decides no row (`interp.mechanisms.rules`: each row names the runs it needs). A share
+of groups gets the exact binomial interval over its groups.
 
-A sweep adds the rows that need several runs (the selector-sharing fit, the lr / batch fit,
-anisotropy against K) and gives the per-run rows as the mean over runs with a bootstrap-t
-interval (`interp.sweeps.bootstrap.mean_ci`). A fork family adds the forks' row and takes the
-other rows from its parent run.
+A sweep adds the rows that need several runs (the selector-sharing fit, the lr / batch fit, anisotropy
+against K: OLS t intervals of the slopes) and gives the per-run rows as the mean over runs with a Student t
+interval (on the log scale for ratios), the share of groups pooled over the runs' groups
+(`interp.mechanisms.intervals`, calibrated in `interp.mechanisms.coverage`). A fork family adds the forks'
+row (`interp.mechanisms.fork_measures`) and takes the other rows from its parent run.
 """
 
 from __future__ import annotations
@@ -64,30 +66,13 @@ def median_interval(values, seed: int = 0) -> tuple[float, float, float]:
     return med, float(np.quantile(boots, (1 - LEVEL) / 2)), float(np.quantile(boots, (1 + LEVEL) / 2))
 
 
-def wilson(successes: float | int, n: int, level: float = LEVEL) -> tuple[float, float]:
-    """Wilson score interval of a proportion."""
-    if n <= 0:
-        return math.nan, math.nan
-    if level == LEVEL:  # scipy.stats.norm.ppf(0.975), bit for bit: importing scipy.stats takes seconds (every report)
-        z = 1.959963984540054
-    else:
-        from scipy import stats
-
-        z = float(stats.norm.ppf(0.5 + level / 2))
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    # at p = 0 or 1 one end is exactly 0 or 1 (the formula leaves rounding error there)
-    return 0.0 if successes <= 0 else max(0.0, centre - half), 1.0 if successes >= n else min(1.0, centre + half)
-
-
 def _median_measure(values, what: str, seed: int) -> Measure | None:
     med, lo, hi = median_interval(values, seed)
     if not math.isfinite(med):
         return None
     n = int(np.isfinite(np.asarray(values, dtype=float)).sum())
     return Measure(med, lo, hi, 1, f"median over {n} plateau checkpoint{'s' if n != 1 else ''} ({what}); "
-                                  f"interval: bootstrap over checkpoints")
+                                  f"interval: bootstrap over checkpoints (a spread within one run, not a CI)")
 
 
 # ---------------------------------------------------------------------------- one run
@@ -197,11 +182,13 @@ def run_evidence(run, compute: bool = True, progress: bool = False) -> RunEviden
             ev.notes.append(f"coverage: the checkpoint nearest τ/2 = {t / 2:.0f} is step {int(share['step'].iloc[0])}, "
                             f"more than {HALF_TAU_SLACK:g} τ away: not measured (save checkpoints more densely)")
         elif not share.empty:
+            from interp.mechanisms.intervals import share_exact
+
             s, n = float(share["share"].iloc[0]), int(share["n_groups"].iloc[0])
-            lo, hi = wilson(s * n, n)
-            ev.measures["coverage"] = Measure(s, lo, hi, 1, f"{round(s * n)} of {n} groups at step "
-                                              f"{int(share['step'].iloc[0])} (τ/2 = {t / 2:.0f}); Wilson interval")
-            ev.values["coverage"] = s
+            k = round(s * n)
+            ev.measures["coverage"] = Measure.of(share_exact(k, n), f"{k} of {n} groups at step "
+                                                 f"{int(share['step'].iloc[0])} (τ/2 = {t / 2:.0f})")
+            ev.values["coverage"], ev.values["coverage_k"], ev.values["coverage_n"] = s, k, n
 
     # hidden progress as a random walk: direction consistency of the whole parameter vector
     traj = tables.get("trajectory")
@@ -255,23 +242,33 @@ def run_evidence(run, compute: bool = True, progress: bool = False) -> RunEviden
 
 
 # ---------------------------------------------------------------------------- across runs
+# per-run values pooled as positive ratios (a geometric mean with its t interval on the log scale)
+LOG_POOLED = ("anisotropy", "noise_signal", "coherence", "cancellation_snr", "entropic_curvature")
+
+
 def pooled(evidence: list[RunEvidence], key: str, seed: int = 0) -> Measure | None:
-    """A per-run value pooled over runs: the mean with a bootstrap-t interval (one run: its own)."""
-    from interp.sweeps.bootstrap import mean_ci
+    """A per-run value pooled over runs (one run: its own measure, which decides nothing alone): the mean with its
+    Student t interval, on the log scale for ratios (LOG_POOLED); the share of groups (`coverage`) as one exact
+    interval over the groups of every run (`interp.mechanisms.intervals`)."""
+    from interp.mechanisms.intervals import mean_t, share_exact
 
     have = [(e, e.values[key]) for e in evidence if math.isfinite(e.values.get(key, math.nan))]
     if not have:
         return None
     if len(have) == 1:
         return have[0][0].measures.get(key)
-    v = np.asarray([x for _, x in have], dtype=float)
-    mean, lo, hi = mean_ci(v, N_BOOT, LEVEL, numpy_generator(seed, "bootstrap"))
+    if key == "coverage":
+        k = sum(int(e.values.get("coverage_k", 0)) for e, _ in have)
+        n = sum(int(e.values.get("coverage_n", 0)) for e, _ in have)
+        return Measure.of(share_exact(k, n), f"{k} of {n} groups at τ/2 over {len(have)} runs, pooled")
+    e = mean_t([x for _, x in have], log=key in LOG_POOLED)
+    if e is None:  # a ratio that is not positive in some run: on its own scale
+        e = mean_t([x for _, x in have])
     extra = {}
     if key == "random_walk":
-        tr = np.asarray([e.values.get("random_walk_transition", math.nan) for e, _ in have], dtype=float)
+        tr = np.asarray([ev.values.get("random_walk_transition", math.nan) for ev, _ in have], dtype=float)
         extra["transition"] = float(np.nanmean(tr)) if np.isfinite(tr).any() else math.nan
-    return Measure(mean, lo, hi, len(have), f"mean over {len(have)} runs of each run's value; bootstrap-t interval",
-                   extra=extra)
+    return Measure.of(e, f"{'geometric ' if e.scale == 'log' else ''}mean over {e.n} runs of each run's value", extra)
 
 
 def cancellation_measure(table: pd.DataFrame) -> tuple[Measure | None, str]:
@@ -284,8 +281,7 @@ def cancellation_measure(table: pd.DataFrame) -> tuple[Measure | None, str]:
         fit = cancellation(table)
     except InterpError as exc:
         return None, str(exc)
-    lo, hi = fit.ci
-    return Measure(fit.exponent, lo, hi, fit.n_used, fit.summary()), ""
+    return _slope_measure(fit.points, fit.x, fit.y, "beta: log tau on log bases per selector set"), ""
 
 
 def barrier_measure(table: pd.DataFrame) -> tuple[Measure | None, str]:
@@ -300,11 +296,28 @@ def barrier_measure(table: pd.DataFrame) -> tuple[Measure | None, str]:
     except InterpError as exc:
         return None, str(exc)
     if res.lr is not None:
-        return Measure(res.lr.slope, res.lr.ci[0], res.lr.ci[1], res.n_used, "slope of log τ against log lr: "
-                       + res.summary()), ""
-    b = res.batch
-    return Measure(-b.slope, -b.ci[1], -b.ci[0], res.n_used, "minus the slope of log τ against log batch size: "
-                   + res.summary()), ""
+        return _slope_measure(res.points, "lr", res.y, "slope of log τ against log lr", res.lr.fixed), ""
+    m = _slope_measure(res.points, "batch_size", res.y, "minus the slope of log τ against log batch size",
+                       res.batch.fixed, sign=-1.0)
+    return m, ""
+
+
+def _slope_measure(points, x: str, y: str, detail: str, fixed: dict | None = None, sign: float = 1.0) -> Measure | None:
+    """The OLS t slope of log y on log x over the used points (held at `fixed`), times `sign`."""
+    from dataclasses import replace
+
+    from interp.mechanisms.intervals import slope_t
+
+    used = points[points["used"].astype(bool)]
+    for col, value in (fixed or {}).items():
+        used = used[np.isclose(used[col].to_numpy(float), float(value), rtol=1e-9, atol=0)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = slope_t(np.log(used[x].to_numpy(float)), np.log(used[y].to_numpy(float)))
+    if e is None:
+        return None
+    if sign < 0:
+        e = replace(e, value=-e.value, low=-e.high, high=-e.low)
+    return Measure.of(e, detail, {"n_x": e.n_x})
 
 
 def drowning_measure(table: pd.DataFrame, evidence: dict[str, dict], seed: int = 0) -> tuple[Measure | None, str]:
@@ -319,19 +332,13 @@ def drowning_measure(table: pd.DataFrame, evidence: dict[str, dict], seed: int =
     if len(pts) < 3 or len(np.unique(pts[:, 0])) < 2:
         return None, (f"{len(pts)} runs with a snap and a cached Hessian on the plateau; the fit needs 3 over 2 "
                       f"values of K")
+    from interp.mechanisms.intervals import slope_t
+
     lk, la, lt = np.log(pts[:, 0]), np.log(pts[:, 1]), np.log(pts[:, 2])
-    slope, _ = ols(lk, la)
+    e = slope_t(lk, la)
     tau_slope, _ = ols(lk, lt)
-    rng = numpy_generator(seed, "bootstrap")
-    boots = []
-    for _ in range(N_BOOT):
-        i = rng.integers(0, len(pts), len(pts))
-        if len(np.unique(lk[i])) >= 2:
-            boots.append(float(ols(lk[i], la[i])[0]))
-    lo, hi = np.quantile(boots, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
-    return Measure(float(slope), float(lo), float(hi), len(pts), "log anisotropy (median over the plateau's "
-                   "checkpoints) against log K; percentile bootstrap over runs",
-                   extra={"tau_slope": float(tau_slope)}), ""
+    return Measure.of(e, "log anisotropy (median over the plateau's checkpoints) against log K",
+                      {"tau_slope": float(tau_slope), "n_x": e.n_x}), ""
 
 
 def anisotropy_of(run, t: int | None) -> float:
@@ -346,27 +353,25 @@ def anisotropy_of(run, t: int | None) -> float:
 
 
 def forks_measure(table: pd.DataFrame, arm: str = "full_batch", reference: str = "minibatch") -> tuple[Measure | None, str]:
-    """The ratio of median escapes, full batch over minibatch, at the earliest fork step that has both, under the
-    family's escape criterion (named in the detail, with the v-only arms' noise, measured or isotropic)."""
-    from interp.sweeps.forks import forks
+    """The escape ratio, full batch over minibatch, at the earliest fork step that has both, under the family's
+    escape criterion (`interp.mechanisms.fork_measures.escape_ratio`: Welch's t on the log escapes)."""
+    from interp.mechanisms.fork_measures import escape_ratio
 
-    try:
-        cmp = forks(table, reference=reference)
-    except InterpError as exc:
-        return None, str(exc)
-    rows = cmp.rows[cmp.rows["label"] == arm]
-    rows = rows[np.isfinite(rows["ratio"].to_numpy(float))]
-    if rows.empty:
-        return None, f"the family has no {arm} forks beside {reference} forks with a defined ratio"
-    first = rows.sort_values("fork_step").iloc[0]
-    bound = str(first["ratio_bound"]).strip()
-    lo, hi = float(first["ratio_low"]), float(first["ratio_high"])
-    detail = (f"at fork step {int(first['fork_step'])}: median escape ratio {bound + ' ' if bound else ''}"
-              f"{float(first['ratio']):.3g} over {int(first['n'])} seeds; " + cmp.summary().splitlines()[0])
-    v_only = cmp.rows[(cmp.rows["arm"] == "v_only_noise") & (cmp.rows["fork_step"] == first["fork_step"])]
-    if len(v_only):  # which noise reached the second moment: the label says xi=measured or xi=isotropic
+    from dataclasses import replace
+
+    from interp.forks.escape import parse_escape
+    from interp.sweeps.forks import arm_label
+
+    m, why = escape_ratio(table, arm, reference)
+    if m is None:
+        return None, why
+    named = table["escape_criterion"].dropna() if "escape_criterion" in table else pd.Series(dtype=str)
+    detail = m.detail + (f"; escape: {parse_escape(str(named.iloc[0])).words}" if len(named) else "")
+    v_only = table[table["arm"].astype(str) == "v_only_noise"]
+    labels = sorted({arm_label(a, p) for a, p in zip(v_only["arm"], v_only.get("arm_params", [""] * len(v_only)))})
+    if labels:  # which noise reached the second moment: the label says xi=measured or xi=isotropic
+        ratios = [(label, escape_ratio(table, label, reference)[0]) for label in labels]
         detail += "; noise in the second moment only (v_only_noise), ratio to " + reference + ": " + ", ".join(
-            f"{r.label} {(str(r.ratio_bound).strip() + ' ') if str(r.ratio_bound).strip() not in ('', 'undefined') else ''}"
-            f"{r.ratio:.3g}" if math.isfinite(r.ratio) else f"{r.label} undefined" for r in v_only.itertuples())
-    # censored medians are already in the interval: an unbounded end is inf, never a guess
-    return Measure(float(first["ratio"]), lo, hi, int(first["n"]), detail), ""
+            f"{label} {r.as_estimate().bound + ' ' if r is not None and r.as_estimate().bound else ''}"
+            f"{r.value:.3g}" if r is not None else f"{label} undefined" for label, r in ratios)
+    return replace(m, detail=detail), ""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from interp.errors import InterpError
 from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, NOT_MEASURED, Claim, verdict
@@ -48,6 +48,8 @@ class Gathered:
     same: set = field(default_factory=set)  # fixed setting differences that do not apply (a relapsed fork state)
     more: dict[str, list[str]] = field(default_factory=dict)  # claim -> setting differences found in the data
     run_path: str = ""  # the run an analysis command names (a family's parent)
+    replicate: str = ""  # the command that adds replicates of what this path measured (interp.mechanisms.commands)
+    final: set = field(default_factory=set)  # claims no command would measure here (e.g. no tau to place a plateau)
 
 
 # ---------------------------------------------------------------------------- gathering
@@ -55,19 +57,17 @@ def _point(value, detail: str, n: int = 1) -> Measure | None:
     return None if value is None or not math.isfinite(float(value)) else Measure(float(value), n_runs=n, detail=detail)
 
 
-def _mean(values: list[float], detail: str) -> Measure | None:
-    """One value: itself; several: the mean with a bootstrap-t interval over them (the mechanism table's pooling)."""
-    import numpy as np
+def _mean(values: list[float], detail: str, log: bool = False) -> Measure | None:
+    """One value: itself (it decides nothing alone); several: their mean (geometric with `log`) with its t interval
+    (`interp.mechanisms.intervals.mean_t`)."""
+    from interp.mechanisms.intervals import mean_t
 
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    if len(v) < 2:
-        return _point(v[0], detail) if len(v) else None
-    from interp.mechanisms.evidence import LEVEL, N_BOOT
-    from interp.seeding import numpy_generator
-    from interp.sweeps.bootstrap import mean_ci  # scipy.stats: seconds, so only where several runs pool
-
-    mean, lo, hi = mean_ci(v, N_BOOT, LEVEL, numpy_generator(0, "bootstrap"))
-    return Measure(mean, lo, hi, len(v), f"mean over {len(v)} runs of {detail}; bootstrap-t interval")
+    e = mean_t(values, log=log)
+    if e is None:
+        return None
+    if e.n < 2:
+        return _point(e.value, detail)
+    return Measure.of(e, f"{'geometric ' if log else ''}mean over {e.n} runs of {detail}")
 
 
 def _settings(specs) -> dict[str, list]:
@@ -87,7 +87,8 @@ def _from_evidence(g: Gathered, evidence: list) -> None:
     """The per-run claims from the mechanism table's evidence (pooled over runs as it pools them)."""
     from interp.mechanisms.evidence import pooled
 
-    why = ("no run reaches tau_half: no plateau to place" if evidence and all(e.tau is None for e in evidence)
+    no_tau = bool(evidence) and all(e.tau is None for e in evidence)
+    why = ("no run reaches tau_half: no plateau to place (no analysis would measure it)" if no_tau
            else "not in the analysis cache of " + ("the run" if len(evidence) == 1 else "any run"))
     for key, ev_key in FROM_EVIDENCE.items():  # one run: its own measure (pooling imports scipy.stats: seconds)
         m = evidence[0].measures.get(ev_key) if len(evidence) == 1 else pooled(evidence, ev_key)
@@ -95,6 +96,8 @@ def _from_evidence(g: Gathered, evidence: list) -> None:
             g.ours[key] = m
         else:
             g.missing[key] = why
+            if no_tau:
+                g.final.add(key)
     trans = [e.values.get("random_walk_transition", math.nan) for e in evidence]
     m = _mean(trans, "the transition's median direction consistency")
     if m is not None:
@@ -149,7 +152,11 @@ def _gather_run(run, compute: bool, progress: bool, mech=None) -> tuple[Gathered
     from interp.mechanisms.table import for_run
 
     mech = mech or for_run(run, compute=compute, progress=progress)
-    g = Gathered(str(run.path), "run", _settings([run.spec]), run_path=str(run.path))
+    from interp.mechanisms.commands import run_seeds
+    from interp.mechanisms.reconcile_rules import RUNS
+
+    g = Gathered(str(run.path), "run", _settings([run.spec]), run_path=str(run.path),
+                 replicate=run_seeds(run.spec, str(run.path), RUNS.n))
     _run_claims(g, run, mech.evidence)
     return g, mech
 
@@ -166,8 +173,21 @@ def _fit(g: Gathered, key: str, fits, name: str, make, author: bool = False) -> 
     missing.setdefault(key, fits.problems.get(name, f"{name}: the fit gives no value"))
 
 
-def _slope(fit, detail: str) -> Measure | None:
-    return None if fit is None else Measure(fit.slope, fit.ci[0], fit.ci[1], fit.n_used, detail + ": " + fit.summary())
+def _slope(points, x: str, y: str, detail: str, fixed: dict | None = None, log_y: bool = True) -> Measure | None:
+    """The OLS t slope of (log) y on log x over a fit's used points (held at `fixed`), as a Measure."""
+    import numpy as np
+
+    from interp.mechanisms.intervals import slope_t
+
+    if points is None or x not in points or y not in points:
+        return None
+    used = points[points["used"].astype(bool)] if "used" in points else points
+    for col, value in (fixed or {}).items():
+        used = used[np.isclose(used[col].to_numpy(float), float(value), rtol=1e-9, atol=0)]
+    xv, yv = used[x].to_numpy(float), used[y].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = slope_t(np.log(xv), np.log(yv) if log_y else yv)
+    return None if e is None else Measure.of(e, detail, {"n_x": e.n_x})
 
 
 def _gather_sweep(sweep, compute: bool, progress: bool, mech=None) -> tuple[Gathered, object]:
@@ -176,13 +196,16 @@ def _gather_sweep(sweep, compute: bool, progress: bool, mech=None) -> tuple[Gath
     mech = mech or for_sweep(sweep, compute=compute, progress=progress)
     table = sweep.table(circuits=True)
     done = table[table["status"] == "done"]
+    from interp.mechanisms.commands import sweep_seeds
+    from interp.mechanisms.reconcile_rules import FIT
+
     g = Gathered(str(sweep.path), "sweep", _settings([sweep.run(str(n)).spec for n in done["run"]]),
-                 run_path=str(sweep.path))
+                 run_path=str(sweep.path), replicate=sweep_seeds(sweep, FIT.n))
     _from_evidence(g, mech.evidence)
     table_claims(g, table)
     beta = next(r for r in mech.rows if r["key"] == "cancellation")
-    if beta["verdict"] != NOT_MEASURED:
-        g.ours["cancellation_beta"] = Measure(beta["value"], beta["low"], beta["high"], beta["n_runs"], beta["detail"])
+    if "cancellation" in mech.measures:
+        g.ours["cancellation_beta"] = mech.measures["cancellation"]
     else:
         g.missing["cancellation_beta"] = beta["why"]
     return g, mech
@@ -197,27 +220,31 @@ def table_claims(g: Gathered, table) -> None:
 
     done = table[table["status"] == "done"]
     fits, circ = sweep_fits(table), circuit_fits(table)
-    _fit(g, "scaling", fits, "scaling", lambda f: Measure(f.delta, f.ci[0], f.ci[1], f.n_used, f.summary()))
-    _fit(g, "fixed_d", fits, "fixed_d", lambda f: _slope(f.fit, "log tau against log K at fixed D"))
-    _fit(g, "noise_lr", fits, "noise", lambda f: _slope(f.lr, "log tau_half against log lr"))
-    _fit(g, "noise_batch", fits, "noise", lambda f: _slope(f.batch, "log tau_half against log batch size"))
+    _fit(g, "scaling", fits, "scaling", lambda f: _slope(f.points, f.x, f.y, "log tau_half on log D"))
+    _fit(g, "fixed_d", fits, "fixed_d", lambda f: _slope(f.points, "k", f.y, f"log tau on log K at D = {f.d}"))
+    _fit(g, "noise_lr", fits, "noise", lambda f: f.lr and _slope(f.points, "lr", f.y, "log tau_half on log lr",
+                                                                 f.lr.fixed))
+    _fit(g, "noise_batch", fits, "noise",
+         lambda f: f.batch and _slope(f.points, "batch_size", f.y, "log tau_half on log batch", f.batch.fixed))
     window = attempt(Fits(), {"noise": (True, "", lambda: noise(table, y="tau_window", direction="bz_to_a"))})
-    _fit(g, "noise_lr", window, "noise", lambda f: _slope(f.lr, "log tau_window against log lr"), author=True)
-    _fit(g, "noise_batch", window, "noise", lambda f: _slope(f.batch, "log tau_window against log batch"), author=True)
-    _fit(g, "asymmetry", fits, "asymmetry",
-         lambda f: Measure(f.geo_mean_ratio, f.ci[0], f.ci[1], f.n_pairs, f.summary()))
+    _fit(g, "noise_lr", window, "noise",
+         lambda f: f.lr and _slope(f.points, "lr", f.y, "log tau_window on log lr", f.lr.fixed), author=True)
+    _fit(g, "noise_batch", window, "noise",
+         lambda f: f.batch and _slope(f.points, "batch_size", f.y, "log tau_window on log batch", f.batch.fixed),
+         author=True)
+    _fit(g, "asymmetry", fits, "asymmetry", lambda f: _mean(f.ratios, f"the a_to_b / bz_to_a {f.measure} ratio of "
+                                                                      f"each seed pair", log=True))
     for suffix, author in (("", False), ("_author", True)):
         _fit(g, "lead_share", circ, "lead_share" + suffix,
-             lambda f: Measure(f.mean, f.mean_ci[0], f.mean_ci[1], f.n_used, f.summary()), author)
+             lambda f: _mean(f.points[f.points["used"].astype(bool)][f.y].tolist(), f.label), author)
         _fit(g, "lead_trend", circ, "lead_share" + suffix,
-             lambda f: Measure(f.slope, f.ci[0], f.ci[1], f.n_used, f"slope of the share against log K ({f.method})"),
-             author)
+             lambda f: _slope(f.points, "k", f.y, "the share on log K", log_y=False), author)
         _fit(g, "lead_exponent", circ, "lead_exponent" + suffix,
-             lambda f: Measure(f.delta, f.ci[0], f.ci[1], f.n_used, f.summary()), author)
+             lambda f: _slope(f.points, f.x, f.y, "log lead in steps on log K"), author)
     for name, onset in (("ours", "gap_onset"), ("author", "gap_onset_author")):
         if "carried_attn_onset" in done and onset in done:
             ratio = (done["carried_attn_onset"].astype(float) / done[onset].astype(float)).tolist()
-            m = _mean(ratio, "attention onset / t(dz > 0.1)")
+            m = _mean(ratio, "attention onset / t(dz > 0.1)", log=True)
             if m is not None:
                 (g.ours if name == "ours" else g.author)["attention_onset"] = m
     if "attention_onset" not in g.ours:
@@ -229,15 +256,19 @@ def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Ga
 
     mech = mech or for_family(family, compute=compute, progress=progress)
     gone = family.parent_problem()
-    g = Gathered(str(family.path), "fork family", run_path=family.design["parent"])
+    from interp.mechanisms.commands import family_seeds
+    from interp.mechanisms.reconcile_rules import FORKS_PER_ARM
+
+    g = Gathered(str(family.path), "fork family", run_path=family.design["parent"],
+                 replicate=family_seeds(family, FORKS_PER_ARM.n))
     if not gone:
         g.settings = _settings([family.parent.spec])
         _run_claims(g, family.parent, mech.evidence)
     if not gone and _relapsed(family):
         g.same.add(FORK_STATE)
     row = next(r for r in mech.rows if r["key"] == "entropic_forks")
-    if row["verdict"] != NOT_MEASURED:
-        g.ours["fork_full_batch"] = Measure(row["value"], row["low"], row["high"], row["n_runs"], row["detail"])
+    if "entropic_forks" in mech.measures:
+        g.ours["fork_full_batch"] = mech.measures["entropic_forks"]
     else:
         g.missing["fork_full_batch"] = row["why"]
     _fork_arms(g, family.table(), family.design)
@@ -267,11 +298,12 @@ def _relapsed(family) -> bool:
 
 
 def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
-    """The trap ratios (each noise arm's median escape over the full-batch arm's) and the realised Gamma, each at the
-    arm's earliest fork step; an escape criterion or a Gamma window (`design`'s) not the author's is named."""
+    """The trap ratios (each noise arm's escapes over the full-batch arm's, `interp.mechanisms.fork_measures`) and
+    the realised Gamma, each at the arm's earliest fork step; an escape criterion or a Gamma window (`design`'s) not
+    the author's is named."""
     import pandas as pd
 
-    from interp.sweeps.forks import forks
+    from interp.mechanisms.fork_measures import escape_ratio, gamma
 
     named = table["escape_criterion"].dropna() if "escape_criterion" in table else pd.Series(dtype=str)
     criterion = str(named.iloc[0]) if len(named) else "tau_half after the fork"
@@ -280,48 +312,39 @@ def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
     for c in (c for c in CLAIMS if escape and escape != FORK_ESCAPE and FORK_ESCAPE in c.extra_setting):
         g.more.setdefault(c.key, []).append(escape)
     arms = {"fork_isotropic": "isotropic_noise", "fork_measured": "measured_noise", "fork_v_only": "v_only_noise"}
-    rows, why = None, ""
-    with warnings.catch_warnings():  # censored forks enter as lower bounds: the rows' intervals say so
-        warnings.simplefilter("ignore")
-        try:
-            rows = forks(table, reference="full_batch").rows
-        except InterpError as exc:
-            why = str(exc)
+    labels = set(table["arm"].astype(str) + ":" + table["arm_params"].astype(str)) if "arm_params" in table else set()
     for key, arm in arms.items():
-        have = None if rows is None else rows[(rows["label"].str.split(":").str[0] == arm)
-                                              & rows["ratio"].astype(float).notna()]
-        if have is None or have.empty:
-            g.missing[key] = why or f"no {arm} fork with a defined ratio to full_batch forks at the same fork step"
+        pick = arm
+        if arm == "v_only_noise":  # the author's v-only noise is isotropic
+            author = sorted(lb.rstrip(":") for lb in labels if lb.startswith(arm) and "xi=isotropic" in lb)
+            pick = author[0] if author else arm
+        m, why = escape_ratio(table, pick, "full_batch")
+        if m is None:
+            g.missing[key] = why
             continue
-        first = have[have["fork_step"] == have["fork_step"].min()]
-        author = first[first["label"].str.contains("xi=isotropic")]  # the author's v-only noise is isotropic
-        r = (author if len(author) else first).iloc[0]
-        if "xi=measured" in str(r["label"]):
+        if "xi=measured" in m.extra.get("label", ""):
             g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
-        g.ours[key] = Measure(float(r["ratio"]), float(r["ratio_low"]), float(r["ratio_high"]), int(r["n"]),
-                              f"{r['label']} / full_batch median escape ({criterion}) at fork step {int(r['fork_step'])}")
-    gamma = pd.to_numeric(table["gamma"], errors="coerce") if "gamma" in table else pd.Series(math.nan, index=table.index)
-    done = table[(table["status"] == "done") & (gamma.abs() < math.inf)].assign(gamma=gamma)  # the forks with a Gamma
-    params = done["arm_params"].astype(str) if "arm_params" in done else pd.Series("", index=done.index, dtype=str)
+        g.ours[key] = replace(m, detail=m.detail + f" ({criterion})")
     design = design or {}
     window = f" over the first {design['gamma_window']} steps after the fork" if design.get("gamma_window") else ""
     differs = [d for d in [gamma_window_difference(design.get("gamma_window"), design.get("gamma_every"))] if d]
-    for key, names in (("fork_gamma_v_only", {"v_only_noise"}), ("fork_gamma_both", {"measured_noise", "isotropic_noise"})):
-        pick = done["arm"].isin(names)
-        if key == "fork_gamma_v_only" and (pick & params.str.contains("xi=isotropic")).any():
-            pick &= params.str.contains("xi=isotropic")  # the author's v-only noise
-        elif key == "fork_gamma_v_only" and (pick & params.str.contains("xi=measured")).any():
-            g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
-        at = {arm: done[pick & (done["arm"] == arm)] for arm in sorted(names)}  # each arm at its earliest fork step,
-        at = {arm: d[d["fork_step"] == d["fork_step"].min()] for arm, d in at.items()}  # as the trap ratios
-        arms = {arm: _mean(d["gamma"].tolist(), f"Gamma (ratio of sums{window}) of the {arm} forks at fork step "
-                           f"{d['fork_step'].min():.0f}") for arm, d in at.items()}  # never a mean over arms that differ
-        arms = {arm: m for arm, m in arms.items() if m is not None}
-        if arms:
-            g.ours[key] = each_arm(claim(key), arms)
+    for key, names in (("fork_gamma_v_only", ("v_only_noise",)), ("fork_gamma_both", ("measured_noise", "isotropic_noise"))):
+        found = {}
+        for arm in names:
+            label_filter = ""
+            if arm == "v_only_noise":
+                iso = gamma(table, arm, "xi=isotropic")[0]
+                label_filter = "xi=isotropic" if iso is not None else ""
+                if iso is None and gamma(table, arm, "xi=measured")[0] is not None:
+                    g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
+            m, _ = gamma(table, arm, label_filter)
+            if m is not None:
+                found[arm] = replace(m, detail=m.detail + window)
+        if found:  # each arm at its earliest fork step, never a mean over arms that differ
+            g.ours[key] = each_arm(claim(key), found)
             g.more.setdefault(key, []).extend(differs)
         else:
-            g.missing[key] = f"no {' or '.join(sorted(names))} fork with a measured Gamma (gamma_every > 0)"
+            g.missing[key] = f"no {' or '.join(names)} fork with a measured Gamma (gamma_every > 0)"
 
 
 # ---------------------------------------------------------------------------- the rows
@@ -336,7 +359,7 @@ def _row(c: Claim, g: Gathered | None, missing: str) -> dict:
     ours = g.ours.get(c.key) if g else None
     author = g.author.get(c.key) if g else None
     diffs = [] if g is None else [d for d in setting_differences(c, g.settings) if d not in g.same] + g.more.get(c.key, [])
-    v, why = verdict(c, ours, author, diffs, missing)
+    v = verdict(c, ours, author, diffs, missing, g.replicate if g else "", bool(g and c.key in g.final))
     where = g.run_path if g else "RUN"
     if not c.definition:
         author_def = "the same definition as ours"
@@ -344,15 +367,19 @@ def _row(c: Claim, g: Gathered | None, missing: str) -> dict:
         author_def = value_text({"value": author.value, "low": author.low, "high": author.high}, "")
     else:
         author_def = "not measured" + (f": {g.missing_author[c.key]}" if g and c.key in g.missing_author else "")
+    deciding = author if author is not None and author.usable else ours  # the deciding side's n is shown
+    shown = deciding if deciding is not None and deciding.usable else (ours or author)
     return {
         "key": c.key, "claim": c.claim, "author": c.author, "source": c.source, "author_def": author_def,
         "author_value": author.value if author else math.nan, "author_low": author.low if author else math.nan,
         "author_high": author.high if author else math.nan,
         "value": ours.value if ours else math.nan, "low": ours.low if ours else math.nan,
-        "high": ours.high if ours else math.nan, "n_runs": (ours or author).n_runs if (ours or author) else 0,
+        "high": ours.high if ours else math.nan, "n_runs": shown.n_runs if shown else 0,
+        "n_unit": c.evidence.unit.split(" (")[0] if shown else "",
+        "margin": c.margin.text(), "interval": c.interval,
         "detail": ours.detail if ours else "", "measured_on": g.path if g and (ours or author) else "",
-        "setting": "; ".join(diffs), "definition": c.definition, "verdict": v, "why": why.replace("RUN", where),
-        "command": c.command.replace("RUN", where) if v == NOT_MEASURED else "",
+        "setting": "; ".join(diffs), "definition": c.definition, "verdict": v.verdict,
+        "why": v.why.replace("RUN", where), "command": v.command.replace("RUN", where),
     }
 
 
@@ -389,15 +416,20 @@ def reconcile(paths, compute: bool = False, progress: bool = False, tables: dict
     paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
     if not paths:
         raise InterpError("reconcile: give at least one run, sweep or fork family folder")
-    opened = []
-    for p in paths:
-        from pathlib import Path
+    from pathlib import Path
 
+    opened, seen, repeated = [], {}, []
+    for p in paths:
         if not Path(p).is_dir():
             raise InterpError(f"{p} is not a folder: give runs, sweeps or fork family folders")
+        real = os.path.realpath(p)
+        if real in seen:  # one run counts once however often it is named
+            repeated.append(f"{p} names the same folder as {seen[real]}: counted once")
+            continue
+        seen[real] = p
         opened.append((kind_of(p), open_folder(p)))
     gatherers = {RUN: _gather_run, SWEEP: _gather_sweep, FAMILY: _gather_family}
-    gathered, notes, told, damaged = [], [], [], {}
+    gathered, notes, told, damaged = [], list(repeated), [], {}
     for kind, obj in opened:
         with warnings.catch_warnings(record=True) as caught:  # e.g. censored forks: a note, not a stderr line
             warnings.simplefilter("always")

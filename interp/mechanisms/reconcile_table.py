@@ -21,8 +21,8 @@ class ReconcileTable:
     damaged: dict[str, str] = field(default_factory=dict)
 
     COLUMNS = ("key", "claim", "author", "source", "author_def", "author_value", "author_low", "author_high",
-               "value", "low", "high", "n_runs", "detail", "measured_on", "setting", "definition", "verdict", "why",
-               "command")
+               "value", "low", "high", "n_runs", "n_unit", "margin", "interval", "detail", "measured_on", "setting",
+               "definition", "verdict", "why", "command")
 
     def to_dict(self) -> dict:
         from interp.sweeps.fits import jsonable
@@ -53,8 +53,10 @@ class ReconcileTable:
             where = f" [{r['measured_on']}]" if r["measured_on"] and len(self.sources) > 1 else ""
             lines.append(f"- {r['claim']}{where}: {r['verdict'].upper()}")
             lines.append(f"    author: {r['author']} ({r['source']})")
-            lines.append(f"    ours: {value_text(r, '')} ({r['n_runs']} run{'s' if r['n_runs'] != 1 else ''})"
+            lines.append(f"    ours: {value_text(r, '')} ({r['n_runs']} {r.get('n_unit') or 'runs'})"
                          f"   under the author's definition: {r['author_def']}")
+            if r.get("margin"):
+                lines.append(f"    margin: {r['margin']} (90% interval: {r.get('interval', '')})")
             if r["setting"]:
                 lines.append(f"    setting: {r['setting']}")
             lines.append(f"    {r['why']}")

@@ -55,7 +55,11 @@ CURVATURE_RATIO_NONE = 1.0
 
 @dataclass(frozen=True)
 class Measure:
-    """A measured value with its interval (low, high: NaN when none) and what it rests on."""
+    """A measured value with its interval (low, high: NaN when none) and what it rests on.
+
+    `estimate` is the calibrated interval behind it (`interp.mechanisms.intervals.Estimate`: the method, the
+    90% interval, the n it rests on); a measure without one is a single value or a spread that decides nothing
+    (`Measure.of` makes one from an estimate, `as_estimate` reads any measure as one)."""
 
     value: float
     low: float = math.nan
@@ -63,6 +67,22 @@ class Measure:
     n_runs: int = 1
     detail: str = ""  # how it was measured (steps, sample, interval method)
     extra: dict = field(default_factory=dict)  # a second number a rule needs (e.g. the transition's)
+    estimate: object = None  # the Estimate the interval comes from (None: no calibrated interval)
+
+    @classmethod
+    def of(cls, e, detail: str = "", extra: dict | None = None) -> Measure:
+        """The measure of an `Estimate` (its value, interval and n), with `detail` naming its interval method."""
+        how = f"{e.level:.0%} interval: {e.method}"
+        return cls(e.value, e.low, e.high, e.n, f"{detail}; {how}" if detail else how, dict(extra or {}), e)
+
+    def as_estimate(self):
+        """The estimate behind this measure; for one without, an uncalibrated one (no se: it projects nothing)."""
+        from interp.mechanisms.intervals import Estimate
+
+        if self.estimate is not None:
+            return self.estimate
+        low, high = (self.low, self.high) if not (math.isnan(self.low) and math.isnan(self.high)) else (math.nan,) * 2
+        return Estimate(self.value, low, high, self.n_runs, "no calibrated interval", n_x=int(self.extra.get("n_x", 0)))
 
     @property
     def lo(self) -> float:
@@ -180,7 +200,8 @@ def entropic_curvature(m: Measure) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Row:
-    """One row of the mechanism table: what it tests and how."""
+    """One row of the mechanism table: what it tests and how, and the replicates it needs (`evidence`:
+    interp.mechanisms.equivalence.Evidence; fewer is "not measured", whatever the interval)."""
 
     key: str
     mechanism: str
@@ -190,6 +211,8 @@ class Row:
     needs_run: str  # what measures it on a run ("{run}" is replaced by the run's path)
     needs_sweep: str  # what measures it across runs
     paper: str  # the paper's / the author's number
+    evidence: object = None  # the replicates it needs (set below: RUNS, FIT, FORKS or GROUPS)
+    consistent: tuple[float, float] = (-math.inf, math.inf)  # the region the rule calls consistent (for projections)
 
 
 ROWS: tuple[Row, ...] = (
@@ -246,13 +269,46 @@ ROWS: tuple[Row, ...] = (
 )
 
 
+def _replicates() -> dict:
+    """Each row's minimum of evidence and the region its rule calls consistent (SPEC 10)."""
+    from interp.mechanisms.equivalence import Evidence
+
+    runs, fit = Evidence(3, "runs (seeds)"), Evidence(5, "runs", 3, "distinct x values")
+    return {"cancellation": (fit, (BETA_MIDPOINT, math.inf)), "cancellation_snr": (runs, (-math.inf, SNR_SQRT_N_MAX)),
+            "barrier": (fit, (-math.inf, NOISE_SLOPE_ZERO)), "coverage": (Evidence(20, "groups"), (COVERAGE_SHARE, 1.0)),
+            "spinodal": (runs, (-SADDLE_RELATIVE, math.inf)), "drowning": (fit, (-math.inf, math.inf)),
+            "random_walk": (runs, (-math.inf, WALK_MAX)), "entropic_forks": (Evidence(3, "forks per seeded arm"),
+                                                                            (0.0, FORK_RATIO_MAX)),
+            "entropic_curvature": (runs, (CURVATURE_RATIO_MIN, math.inf))}
+
+
+ROWS = tuple(Row(**{**r.__dict__, "evidence": _replicates()[r.key][0], "consistent": _replicates()[r.key][1]})
+             for r in ROWS)
+
+
 def row(key: str) -> Row:
     return next(r for r in ROWS if r.key == key)
 
 
 def judge(key: str, measure: Measure | None, where: str = "") -> tuple[str, str]:
-    """The verdict of row `key` on `measure` (None or not finite: not measured, with what would)."""
+    """The verdict of row `key` on `measure` (None or not finite: not measured, with what would; fewer replicates
+    than the row needs: not measured, with how many it has and needs; inconclusive: with the replicates that would
+    be expected to decide it)."""
+    from interp.mechanisms.equivalence import Margin, replicates_to_decide
+
     spec = row(key)
     if measure is None or not measure.usable:
         return NOT_MEASURED, spec.needs_run.replace("{run}", where or "RUN")
-    return spec.rule(measure)
+    e = measure.as_estimate()
+    few = spec.evidence.short(e)
+    if few:
+        return NOT_MEASURED, f"{_interval(measure)} rests on {few}"
+    verdict, why = spec.rule(measure)
+    if verdict == INCONCLUSIVE:
+        region = ((DROWNING_SHARE * measure.extra.get("tau_slope", math.nan), math.inf) if key == "drowning"
+                  else spec.consistent)
+        n = replicates_to_decide(Margin(*region, "the rule's consistent region"), spec.evidence, e)
+        unit = spec.evidence.unit.split(" (")[0]
+        why += (f"; about {n} {unit} ({n - e.n} more) would be expected to decide it if the spread stays as observed"
+                if n else "; more replicates are not expected to decide it")
+    return verdict, why

@@ -32,6 +32,7 @@ class MechanismTable:
     damaged: dict[str, str] = field(default_factory=dict)  # run or fork -> why: named, left out of every row
     warnings: list[str] = field(default_factory=list)  # for stderr: e.g. a damaged cache entry recomputed
     evidence: list = field(default_factory=list, repr=False)  # the RunEvidence it rests on (reused: interp.mechanisms.reconcile)
+    measures: dict = field(default_factory=dict, repr=False)  # row key -> the Measure judged (its calibrated estimate)
 
     COLUMNS = ("key", "mechanism", "quantity", "prediction", "value", "low", "high", "n_runs", "verdict", "why",
                "paper", "detail")
@@ -97,13 +98,19 @@ def value_text(r: dict) -> str:
 
 
 def build(source: str, kind: str, measures: dict[str, Measure | None], why_missing: dict[str, str],
-          notes: list[str]) -> MechanismTable:
-    """Judge every row of ROWS on `measures` (missing: not measured, with what would measure it)."""
+          notes: list[str], replicate: str = "") -> MechanismTable:
+    """Judge every row of ROWS on `measures` (missing: not measured, with what would measure it; too few replicates:
+    not measured, with `replicate`, the command that adds them, `interp.mechanisms.commands`)."""
     rows = []
     for spec in ROWS:
         m = measures.get(spec.key)
         verdict, why = judge(spec.key, m, source)
-        if verdict == NOT_MEASURED:
+        few = m is not None and m.usable and bool(spec.evidence.short(m.as_estimate()))
+        if verdict == NOT_MEASURED and few:
+            x_short = m.as_estimate().n >= spec.evidence.n
+            more = spec.needs_sweep if x_short or not replicate else f"measure it with: {replicate}"
+            why = f"{why}; {more}"
+        elif verdict == NOT_MEASURED:
             need = spec.needs_sweep if kind != "run" else spec.needs_run.replace("{run}", source)
             reason = why_missing.get(spec.key)
             why = need + (f" ({reason})" if reason else "")
@@ -115,15 +122,18 @@ def build(source: str, kind: str, measures: dict[str, Measure | None], why_missi
             "n_runs": m.n_runs if m is not None and m.usable else 0, "verdict": verdict, "why": why,
             "paper": spec.paper, "detail": m.detail if m is not None else "",
         })
-    return MechanismTable(source, kind, rows, notes)
+    return MechanismTable(source, kind, rows, notes,
+                          measures={k: m for k, m in measures.items() if m is not None and m.usable})
 
 
 # ---------------------------------------------------------------------------- entry points
 def for_run(run, compute: bool = True, progress: bool = False) -> MechanismTable:
     from interp.mechanisms.evidence import run_evidence
 
+    from interp.mechanisms.commands import run_seeds
+
     ev = run_evidence(run, compute=compute, progress=progress)
-    table = build(str(run.path), "run", ev.measures, {}, ev.notes)
+    table = build(str(run.path), "run", ev.measures, {}, ev.notes, run_seeds(run.spec, str(run.path), 3))
     table.warnings, table.evidence = ev.warnings, [ev]
     return table
 
@@ -155,8 +165,10 @@ def for_sweep(sweep, compute: bool = True, progress: bool = False) -> MechanismT
     missing: dict[str, str] = {}
     for key, fn in (("cancellation", E.cancellation_measure), ("barrier", E.barrier_measure)):
         measures[key], missing[key] = fn(table)
+    from interp.mechanisms.commands import sweep_seeds
+
     measures["drowning"], missing["drowning"] = E.drowning_measure(done, aniso)
-    out = build(str(sweep.path), "sweep", measures, missing, notes)
+    out = build(str(sweep.path), "sweep", measures, missing, notes, sweep_seeds(sweep, 5))
     out.damaged, out.evidence = damaged, evidence
     out.warnings = [f"{Path(ev.run).name}: {w}" for ev in evidence for w in ev.warnings]
     return out
@@ -188,8 +200,10 @@ def for_family(family, compute: bool = True, progress: bool = False) -> Mechanis
     forks = family.table()
     damaged = damaged_points(forks)
     notes += [f"{name} is damaged, left out: {why}" for name, why in damaged.items()]
+    from interp.mechanisms.commands import family_seeds
+
     measures["entropic_forks"], missing["entropic_forks"] = forks_measure(forks)
-    table = build(str(family.path), "fork family", measures, missing, notes)
+    table = build(str(family.path), "fork family", measures, missing, notes, family_seeds(family, 3))
     table.damaged, table.warnings, table.evidence = damaged, warnings, evidence
     for r in table.rows:  # the sweep-only rows of a family: say what would measure them
         if r["verdict"] == NOT_MEASURED and r["key"] not in missing:

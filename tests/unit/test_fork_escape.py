@@ -153,6 +153,7 @@ def test_the_comparison_and_the_mechanism_evidence_name_the_criterion_and_the_v_
     assert head.startswith("escape [loss_first < 3 held 500 steps]") and "gamma med 100:500" in cmp.summary()
     assert cmp.rows.set_index("label").loc["minibatch", "gamma_median"] == pytest.approx(1.5)
     assert forks(table, y="escape_half").criterion == "loss_cand<0.5logK"
-    assert why == "" and m.value == pytest.approx(100 / 900)
+    assert why == "" and m.value == pytest.approx(100 / (800 * 1000 * 900) ** (1 / 3))  # geometric means
     assert "loss_first < 3 held 500 steps" in m.detail
-    assert "v_only_noise:s=1,xi=isotropic 0.667" in m.detail and "v_only_noise:s=1,xi=measured 0.133" in m.detail
+    assert "v_only_noise:s=1,xi=isotropic 0.663" in m.detail and "v_only_noise:s=1,xi=measured 0.134" in m.detail
+    assert m.estimate.method.startswith("Welch t on the log escapes")

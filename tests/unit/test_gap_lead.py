@@ -30,7 +30,7 @@ def test_the_demo_lead_equals_a_hand_computation(demo_run, kind):
     gap, t, lead = _hand(DEMO / "metrics.jsonl", kind)
     m = demo_run.metric_series("loss_cand", "shuffle_gap")
     got = gap_lead(m["step"], m["loss_cand"], m["shuffle_gap"], demo_run.log_k, kind)
-    assert got == {"gap_onset": gap, "t_loss": t, "gap_lead": pytest.approx(lead, abs=1e-12)}
+    assert got == {"gap_onset": gap, "t_loss": t, "gap_lead": pytest.approx(lead, abs=1e-12), "censored": False}
     assert 0 < lead < 1  # the gap moves before the loss
     summary = run_summary(demo_run)
     assert summary["gap_onset"] == gap
@@ -49,13 +49,13 @@ def test_hand_made_series():
     lc = [1.0, 1.0, 0.9, 0.4, 0.01]
     # the first step above 0.1 counts even when dz falls back (no hold), NaN never counts
     dz = [float("nan"), 0.2, 0.05, 0.5, 3.0]
-    assert gap_lead(steps, lc, dz, log_k) == {"gap_onset": 10, "t_loss": 30, "gap_lead": pytest.approx(2 / 3)}
+    assert gap_lead(steps, lc, dz, log_k) == {"gap_onset": 10, "t_loss": 30, "gap_lead": pytest.approx(2 / 3), "censored": False}
     assert gap_lead(steps, lc, dz, log_k, "snap")["gap_lead"] == pytest.approx(0.75)
     assert gap_lead(steps, lc, dz, log_k, 20)["gap_lead"] == pytest.approx(0.5)
     # an exact 0.1 is not above it; a gap after t_loss gives a negative lead
     assert gap_lead(steps, lc, [0, 0.1, 0.1, 0.1, 0.2], log_k)["gap_lead"] == pytest.approx((30 - 40) / 30)
     # never: None, not a guess
-    assert gap_lead(steps, lc, [0.0] * 5, log_k) == {"gap_onset": None, "t_loss": 30, "gap_lead": None}
+    assert gap_lead(steps, lc, [0.0] * 5, log_k) == {"gap_onset": None, "t_loss": 30, "gap_lead": None, "censored": False}
     assert gap_lead(steps, [1.0] * 5, dz, log_k)["gap_lead"] is None
     for bad in ("tau", 0, -5, True):
         with pytest.raises(InterpError, match="t_loss"):

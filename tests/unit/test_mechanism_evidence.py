@@ -15,11 +15,14 @@ from interp.mechanisms.table import build
 from tests.synthetic_sweeps import noise_sweep
 
 
-def test_wilson_interval_equals_scipy():
-    for k, n in ((0, 200), (3, 40), (17, 20), (20, 20)):
-        lo, hi = E.wilson(k, n)
-        ref = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-        assert lo == pytest.approx(ref.low, abs=1e-9) and hi == pytest.approx(ref.high, abs=1e-9)
+def test_a_runs_share_of_groups_gets_the_exact_interval_over_its_groups():
+    ev = [E.RunEvidence(f"r{i}", 1000) for i in range(3)]
+    for e, (k, n) in zip(ev, ((0, 24), (1, 24), (0, 24))):
+        e.values.update(coverage=k / n, coverage_k=k, coverage_n=n)
+    m = E.pooled(ev, "coverage")
+    ref = stats.binomtest(1, 72).proportion_ci(confidence_level=0.9, method="exact")
+    assert m.value == pytest.approx(1 / 72) and (m.low, m.high) == pytest.approx((ref.low, ref.high))
+    assert m.n_runs == 72 and "over 3 runs" in m.detail
 
 
 def test_median_interval_brackets_the_median_and_is_reproducible():
@@ -44,7 +47,8 @@ def test_barrier_slope_recovers_the_planted_lr_exponent(lr_exponent, verdict):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m, why = E.barrier_measure(table)
-    assert why == "" and m.lo <= lr_exponent <= m.hi and m.n_runs == len(table)
+    at_batch = table[table["batch_size"] == table["batch_size"].mode()[0]]  # the lr axis: the runs at one batch size
+    assert why == "" and m.lo <= lr_exponent <= m.hi and m.n_runs == len(at_batch) == 12
     assert judge("barrier", m)[0] == verdict
 
 
@@ -65,21 +69,18 @@ def _forks(full: list, mini: list, step: int = 500) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_forks_ratio_is_full_over_minibatch_medians():
+def test_forks_ratio_is_full_over_minibatch_geometric_means():
     full, mini = [100.0, 150.0, 120.0, 130.0, 140.0], [800.0, 1000.0, 1300.0, 900.0, 1200.0]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m, why = E.forks_measure(_forks(full, mini))
-    assert why == "" and m.value == pytest.approx(np.median(full) / np.median(mini))
-    assert m.lo <= m.value <= m.hi and m.n_runs == 5
+    m, why = E.forks_measure(_forks(full, mini))
+    geo = float(np.exp(np.mean(np.log(full)) - np.mean(np.log(mini))))
+    ref = stats.ttest_ind(np.log(full), np.log(mini), equal_var=False).confidence_interval(0.9)
+    assert why == "" and m.value == pytest.approx(geo) and (m.low, m.high) == pytest.approx(np.exp([ref.low, ref.high]))
+    assert m.n_runs == 5
     assert judge("entropic_forks", m)[0] == CONSISTENT
-    with warnings.catch_warnings():  # the minibatch forks never escape: the ratio is an upper bound, still < 0.5
-        warnings.simplefilter("ignore")
-        m, _ = E.forks_measure(_forks(full, [None] * 5))
+    # the minibatch forks never escape: the ratio is an upper bound, its low end 0, still below 0.5
+    m, _ = E.forks_measure(_forks(full, [None] * 5))
     assert judge("entropic_forks", m)[0] == CONSISTENT and m.lo == 0.0
-    with warnings.catch_warnings():  # no full_batch arm: not measured, and why
-        warnings.simplefilter("ignore")
-        m, why = E.forks_measure(_forks([], mini))
+    m, why = E.forks_measure(_forks([], mini))  # no full_batch arm: not measured, and why
     assert m is None and "full_batch" in why
 
 
@@ -98,27 +99,30 @@ def test_drowning_slope_recovers_a_planted_exponent():
     assert m is None and "does not vary K" in why
 
 
-def test_pooling_over_runs_is_the_mean_with_a_bootstrap_t_interval():
+def test_pooling_over_runs_is_the_mean_with_a_student_t_interval():
     evs = []
     for i, v in enumerate((0.1, 0.2, 0.15, 0.05)):
         ev = E.RunEvidence(f"r{i}", 1000)
-        ev.values.update(random_walk=v, random_walk_transition=0.6 + 0.1 * i)
+        ev.values.update(random_walk=v, random_walk_transition=0.6 + 0.1 * i, anisotropy=[2.0, 4.0, 3.0, 5.0][i])
         ev.measures["random_walk"] = Measure(v)
         evs.append(ev)
     m = E.pooled(evs, "random_walk")
-    assert m.value == pytest.approx(0.125) and m.lo < 0.125 < m.hi and m.n_runs == 4
+    ref = stats.t.interval(0.9, 3, loc=0.125, scale=stats.sem([0.1, 0.2, 0.15, 0.05]))
+    assert m.value == pytest.approx(0.125) and (m.low, m.high) == pytest.approx(ref) and m.n_runs == 4
     assert m.extra["transition"] == pytest.approx(0.75)
     assert judge("random_walk", m)[0] == CONSISTENT
+    ratio = E.pooled(evs, "anisotropy")  # a ratio: the geometric mean, t on the log scale
+    assert ratio.value == pytest.approx(float(np.exp(np.mean(np.log([2.0, 4.0, 3.0, 5.0])))))
     assert E.pooled(evs, "coverage") is None
     assert E.pooled(evs[:1], "random_walk") is evs[0].measures["random_walk"]
 
 
 def test_table_rows_carry_value_interval_runs_and_verdict():
-    table = build("runs/x", "run", {"coverage": Measure(0.0, 0.0, 0.02, 1, "0 of 200 groups")}, {}, [])
+    table = build("runs/x", "run", {"coverage": Measure(0.0, 0.0, 0.02, 200, "0 of 200 groups")}, {}, [])
     frame = table.to_frame()
     assert list(frame["key"]) == [r.key for r in __import__("interp.mechanisms.rules", fromlist=["ROWS"]).ROWS]
     cov = frame[frame["key"] == "coverage"].iloc[0]
-    assert cov["verdict"] == CONTRADICTED and cov["n_runs"] == 1 and cov["value"] == 0.0
+    assert cov["verdict"] == CONTRADICTED and cov["n_runs"] == 200 and cov["value"] == 0.0
     other = frame[frame["key"] == "spinodal"].iloc[0]
     assert other["verdict"] == "not measured" and "interp analyze runs/x --only hessian" in other["why"]
     html = table.html()

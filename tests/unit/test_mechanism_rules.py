@@ -1,5 +1,5 @@
 """The mechanism table's rules on hand-made measurements: for every row, a consistent, a
-contradicted, an inconclusive and a not-measured case (docs/mechanisms.md)."""
+contradicted, an inconclusive and a not-measured case, and too few replicates (docs/mechanisms.md)."""
 
 import math
 
@@ -16,8 +16,9 @@ from interp.mechanisms.rules import (
 )
 
 
-def m(value, low=math.nan, high=math.nan, **extra):
-    return Measure(value, low, high, n_runs=3, extra=extra)
+def m(value, low=math.nan, high=math.nan, n=30, **extra):
+    """A measure resting on enough replicates for any row (30 runs over 5 x values) unless `n` says otherwise."""
+    return Measure(value, low, high, n_runs=n, extra={"n_x": 5, **extra})
 
 
 CASES = {
@@ -50,9 +51,31 @@ def test_each_rule_gives_each_verdict(key):
     assert judge(key, m(math.nan))[0] == NOT_MEASURED
 
 
-def test_a_point_without_interval_is_judged_on_the_point():
-    assert judge("coverage", Measure(0.0))[0] == CONTRADICTED
-    assert judge("coverage", Measure(0.5))[0] == CONSISTENT
+def test_a_point_without_interval_is_judged_on_the_point_when_it_has_the_replicates():
+    assert judge("coverage", Measure(0.0, n_runs=200))[0] == CONTRADICTED
+    assert judge("coverage", Measure(0.5, n_runs=200))[0] == CONSISTENT
+
+
+@pytest.mark.parametrize("key", list(CASES))
+def test_too_few_replicates_decide_no_row(key):
+    consistent = CASES[key][0]
+    spec = rules.row(key)
+    few = Measure(consistent.value, consistent.low, consistent.high, n_runs=spec.evidence.n - 1,
+                  extra={**consistent.extra})
+    verdict, why = judge(key, few)
+    assert verdict == NOT_MEASURED and f"needs {spec.evidence.n}" in why
+    if spec.evidence.x:  # a fit also needs its distinct x values
+        few_x = Measure(consistent.value, consistent.low, consistent.high, n_runs=30, extra={**consistent.extra, "n_x": 2})
+        verdict, why = judge(key, few_x)
+        assert verdict == NOT_MEASURED and f"needs {spec.evidence.x}" in why
+
+
+def test_an_inconclusive_row_says_how_many_more_runs_would_decide_it():
+    from interp.mechanisms.intervals import mean_t
+
+    e = mean_t([0.05, 0.25, 0.15, 0.35])  # straddles 0.3 (a random walk's bound)
+    verdict, why = judge("random_walk", Measure.of(e, extra={"transition": 0.8}))
+    assert verdict == INCONCLUSIVE and "would be expected to decide it" in why
 
 
 def test_thresholds_sit_where_the_docs_say():
