@@ -44,7 +44,7 @@ DROWNING_SHARE = 0.5
 WALK_MAX = 0.3
 WALK_JUMP = 0.2
 # entropic stabilisation, forks: the full-batch arm escapes at least 2x sooner than minibatch
-# forks (ratio of median escapes < 0.5); a ratio >= 1 (no sooner) contradicts it.
+# forks (ratio of geometric-mean escapes < 0.5); a ratio >= 1 (no sooner) contradicts it.
 FORK_RATIO_MAX = 0.5
 FORK_RATIO_NONE = 1.0
 # entropic stabilisation, curvature: the minibatch noise loads the dominant curvature, not the
@@ -254,8 +254,8 @@ ROWS: tuple[Row, ...] = (
         "computes it)",
         "author: 0.04-0.22 on the plateau, 0.4-0.9 at the transition"),
     Row("entropic_forks", "entropic stabilisation (forks)",
-        "median escape (steps after the fork to the family's escape criterion, by default tau_half) of full_batch "
-        "over minibatch forks",
+        "escape (steps after the fork to the family's escape criterion, by default tau_half) of full_batch over "
+        "minibatch forks: the ratio of geometric means",
         f"well below 1 (consistent: interval below {FORK_RATIO_MAX:g}; >= {FORK_RATIO_NONE:g} contradicts)",
         entropic_forks, "needs forks (interp fork {run} --arm full_batch,minibatch ...)",
         "needs a fork family with full_batch and minibatch arms",

@@ -1,0 +1,160 @@
+"""A measured family's numbers kept as a small CSV, so that a later rule change re-judges it without retraining.
+
+`keep(path, csv)` writes one row per run (a run, a sweep's runs) or per fork (a family's forks): the columns
+of its table that the reconciliation rows read (`Sweep.table(circuits=True)`, `ForkFamily.table()`), the
+run's setting (model, K, n_bases, lr, batch size, checkpoint spacing), the per-run values of the mechanism
+evidence (the share of groups at tau/2 as counts, direction consistency, the Hessian and gradient numbers)
+and, for a family, its design facts (the Gamma window, whether it forks a relapsed state). `rejudge(csv)`
+rebuilds the reconciliation table from that file alone, by the same gathering code as `reconcile`
+(docs/data/ holds the measured ones; docs/reconciliation.md re-judges them).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from interp.errors import InterpError
+from interp.mechanisms.reconcile import FIELDS, Gathered, _fork_arms, _from_evidence, _lead_values, rows_of, table_claims
+from interp.mechanisms.reconcile_table import ReconcileTable
+
+EVIDENCE = ("coverage", "coverage_k", "coverage_n", "random_walk", "random_walk_transition", "spinodal", "anisotropy",
+            "noise_signal", "coherence", "cancellation_snr", "entropic_curvature")
+RUN_LEAD = ("gap_lead", "gap_onset", "gap_lead_author", "gap_onset_author", "carried_attn_onset")
+
+
+def _setting(spec) -> dict:
+    return {"n_layers": spec.model.n_layers, "n_heads": spec.model.n_heads, "d_model": spec.model.d_model,
+            "d_mlp": spec.model.d_mlp, "checkpoint_every": spec.train.checkpoint_every}
+
+
+def _evidence(ev) -> dict:
+    return {f"ev_{k}": ev.values.get(k, math.nan) for k in EVIDENCE} | {"ev_tau": ev.tau}
+
+
+def keep(path, csv) -> Path:
+    """Write the CSV of a run, sweep or fork family folder (read from its caches: nothing is computed)."""
+    import pandas as pd
+
+    from interp.collections.folders import FAMILY, RUN, SWEEP, kind_of, open as open_folder
+    from interp.files import atomic_write_bytes
+    from interp.mechanisms.evidence import run_evidence
+
+    kind, obj = kind_of(path), open_folder(path)
+    if kind == RUN:
+        from interp.sweeps.circuits import circuit_row
+
+        ev = run_evidence(obj, compute=False)
+        lead = _lead_values(obj)
+        row = {"kind": "run", "run": obj.name, "status": "done", "k": obj.spec.task.k, "n_bases": obj.spec.task.n_bases,
+               "lr": obj.spec.train.lr, "batch_size": obj.spec.train.batch_size, **_setting(obj.spec), **_evidence(ev),
+               "gap_lead": lead["ours"]["gap_lead"], "gap_onset": lead["ours"]["gap_onset"],
+               "gap_lead_author": lead["author"]["gap_lead"], "gap_onset_author": lead["author"]["gap_onset"],
+               "carried_attn_onset": circuit_row(obj, "done", censored=ev.tau is None).get("carried_attn_onset")}
+        table = pd.DataFrame([row])
+    elif kind == SWEEP:
+        table = obj.table(circuits=True)
+        extra = []
+        for name, status in zip(table["run"], table["status"]):
+            run = obj.run(str(name))
+            ev = run_evidence(run, compute=False) if status == "done" else None
+            extra.append({**_setting(run.spec), **(_evidence(ev) if ev else {})})
+        table = pd.concat([table.reset_index(drop=True), pd.DataFrame(extra)], axis=1).assign(kind="sweep")
+    elif kind == FAMILY:
+        from interp.mechanisms.reconcile import _relapsed
+
+        table = obj.table()
+        parent = obj.parent
+        table = table.assign(kind="fork family", relapsed=_relapsed(obj),
+                             gamma_window=obj.design.get("gamma_window"), gamma_every=obj.design.get("gamma_every"),
+                             **_setting(parent.spec))
+    else:
+        raise InterpError(f"{path} is not a run, sweep or fork family folder")
+    text = table.to_csv(index=False)
+    out = Path(csv)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out, text.encode())
+    return out
+
+
+def _settings_of(table) -> dict[str, list]:
+    return {f: sorted({v for v in table[f].dropna().tolist()}) if f in table else [] for f in FIELDS}
+
+
+def _run_evidence(table) -> list:
+    from interp.mechanisms.evidence import RunEvidence
+    from interp.mechanisms.rules import Measure
+
+    out = []
+    for r in table.to_dict("records"):
+        if r.get("status") != "done" or "ev_tau" not in r:
+            continue
+        tau = r.get("ev_tau")
+        ev = RunEvidence(str(r["run"]), None if tau is None or (isinstance(tau, float) and math.isnan(tau)) else int(tau))
+        ev.values = {k: float(r[f"ev_{k}"]) for k in EVIDENCE if f"ev_{k}" in r and _finite(r[f"ev_{k}"])}
+        ev.measures = {k: Measure(v) for k, v in ev.values.items() if k in ("coverage", "random_walk", "spinodal",
+                                                                           "anisotropy", "noise_signal", "coherence",
+                                                                           "cancellation_snr", "entropic_curvature")}
+        if "coverage" in ev.values:  # one run's share of groups: its exact interval over its groups
+            from interp.mechanisms.intervals import share_exact
+
+            ev.measures["coverage"] = Measure.of(share_exact(int(ev.values["coverage_k"]), int(ev.values["coverage_n"])))
+        out.append(ev)
+    return out
+
+
+def _finite(v) -> bool:
+    import numbers
+
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def rejudge(csv) -> ReconcileTable:
+    """The reconciliation table of a kept CSV (`keep`), by today's rules."""
+    import pandas as pd
+
+    path = Path(csv)
+    if not path.is_file():
+        raise InterpError(f"{csv} is not a file: give a CSV written by interp.mechanisms.kept.keep")
+    table = pd.read_csv(path)
+    if "kind" not in table or table.empty:
+        raise InterpError(f"{csv} is not a kept table (no 'kind' column, or no rows)")
+    kind = str(table["kind"].iloc[0])
+    g = Gathered(str(path), kind, _settings_of(table), run_path=str(path))
+    if kind == "fork family":
+        from interp.mechanisms.evidence import forks_measure
+        from interp.mechanisms.reconcile_rules import FORK_STATE
+
+        if bool(table["relapsed"].iloc[0]):
+            g.same.add(FORK_STATE)
+        m, why = forks_measure(table)
+        if m is not None:
+            g.ours["fork_full_batch"] = m
+        else:
+            g.missing["fork_full_batch"] = why
+        design = {k: table[k].iloc[0] for k in ("gamma_window", "gamma_every") if k in table and _finite(table[k].iloc[0])}
+        _fork_arms(g, table, {k: int(v) for k, v in design.items()})
+    else:
+        _from_evidence(g, _run_evidence(table))
+        if kind == "sweep":
+            table_claims(g, table)
+            from interp.mechanisms.evidence import cancellation_measure
+
+            m, why = cancellation_measure(table[table["status"] == "done"])
+            if m is not None:
+                g.ours["cancellation_beta"] = m
+            elif why:
+                g.missing["cancellation_beta"] = why
+        else:
+            r = table.iloc[0]
+            from interp.mechanisms.reconcile import _point
+
+            for name, target in (("", g.ours), ("_author", g.author)):
+                m = _point(r.get(f"gap_lead{name}"), f"t(dz > 0.1) {r.get(f'gap_onset{name}')}")
+                if m is not None:
+                    target["lead_share"] = m
+                onset = r.get(f"gap_onset{name}")
+                attn = r.get("carried_attn_onset")
+                if _finite(onset) and _finite(attn) and onset:
+                    target["attention_onset"] = _point(attn / onset, "attention onset / t(dz > 0.1)")
+    return ReconcileTable([{"path": str(path), "kind": kind}], rows_of([g]))

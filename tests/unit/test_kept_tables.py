@@ -1,0 +1,66 @@
+"""A measured family's numbers kept as a CSV (interp.mechanisms.kept) re-judge to the very table `reconcile` gives
+on the folder itself; the kept tables of docs/data/ never call a row reproduced outside its margin."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from interp.errors import InterpError
+from interp.mechanisms import reconcile_rules as R
+from interp.mechanisms.kept import keep, rejudge
+from interp.mechanisms.reconcile import reconcile
+from tests.helpers import DEMO, copy_run
+
+DATA = Path(__file__).resolve().parents[2] / "docs" / "data"
+
+
+def _same(a, b):
+    for x, y in zip(a.rows, b.rows):
+        assert x["key"] == y["key"]
+        assert (x["verdict"], x["n_runs"]) == (y["verdict"], y["n_runs"]), (x, y)
+        for col in ("value", "low", "high"):
+            assert (math.isnan(x[col]) and math.isnan(y[col])) or x[col] == pytest.approx(y[col]), (x["key"], col)
+
+
+def test_a_kept_sweep_rejudges_to_its_reconciliation(tmp_path):
+    from interp.sweeps.sweep import SweepSpec
+    from tests.helpers import small_spec
+    from tests.synthetic_sweeps import write_sweep_folder
+
+    spec = SweepSpec(base=small_spec(steps=6000, n_bases=24), grid=(("task.k", (3, 5, 8)), ("seed", (0, 1))),
+                     name="k")
+    sweep = write_sweep_folder(tmp_path / "k", spec, lambda s, rng: 20.0 * (s.task.k * 24) ** 0.9
+                               * math.exp(0.05 * rng.standard_normal()),
+                               gap_of=lambda s, rng, tau: 0.5 * tau)
+    csv = keep(sweep.path, tmp_path / "k.csv")
+    live, kept = reconcile(sweep.path), rejudge(csv)
+    _same(live, kept)
+    scaling = next(r for r in kept.rows if r["key"] == "scaling")
+    assert scaling["n_runs"] == 6 and math.isfinite(scaling["value"])
+
+
+def test_a_kept_run_rejudges_to_its_reconciliation(tmp_path):
+    run = copy_run(DEMO, tmp_path / "demo")  # with whatever the demo's cache holds (after the main command: most)
+    csv = keep(run, tmp_path / "demo.csv")
+    _same(reconcile(run), rejudge(csv))
+
+
+def test_a_missing_or_foreign_file_is_one_clear_error(tmp_path):
+    with pytest.raises(InterpError, match="not a file"):
+        rejudge(tmp_path / "none.csv")
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(InterpError, match="not a kept table"):
+        rejudge(tmp_path / "x.csv")
+
+
+@pytest.mark.parametrize("csv", sorted(DATA.glob("*.csv")), ids=lambda p: p.stem)
+def test_no_kept_row_is_reproduced_outside_its_margin(csv):
+    table = rejudge(csv)
+    for r in table.rows:
+        if r["verdict"] != R.REPRODUCED:
+            continue
+        c = R.claim(r["key"])
+        low, high = ((r["author_low"], r["author_high"]) if math.isfinite(r["author_value"]) else (r["low"], r["high"]))
+        assert c.margin.low <= low and high <= c.margin.high, r
+        assert r["n_runs"] >= c.evidence.n, r
