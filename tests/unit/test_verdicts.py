@@ -280,3 +280,15 @@ def test_the_mechanism_table_names_the_replicates_too():
     row = next(r for r in table.rows if r["key"] == "random_walk")
     assert row["verdict"] == "not measured" and "1 run (seeds), needs 3" in row["why"]
     assert "--seed 0,1,2" in row["why"]
+
+
+def test_the_docs_rule_table_states_each_claims_margin_and_replicates():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reconciliation.md").read_text()
+    table = text[text.index("### The rules, claim by claim"):text.index("### Intervals and their coverage")]
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ") and "---" not in line}
+    for c in R.CLAIMS:
+        assert c.key in rows, c.key
+        assert f"| {c.margin.text()} |" in rows[c.key], (c.key, c.margin.text())
+        assert str(c.evidence.n) in rows[c.key].split("|")[5], c.key
