@@ -50,6 +50,8 @@ class RunEvidence:
     values: dict[str, float] = field(default_factory=dict)  # also "random_walk_transition"
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # for stderr: damaged cache entries that were recomputed
+    missing: dict[str, str] = field(default_factory=dict)  # key -> why a cached analysis gave no value (its command
+    # has run: running it again cannot change it)
 
 
 # ---------------------------------------------------------------------------- intervals
@@ -230,7 +232,12 @@ def run_evidence(run, compute: bool = True, progress: bool = False) -> RunEviden
     # spinodal: lambda_min / lambda_max on the plateau, converged bottom eigenpairs only
     if hessian is not None and not hessian.empty:
         rows = hessian[(hessian["which"] == "bottom") & (hessian["rank"] == 0) & hessian["converged"].astype(bool)]
+        cached_steps = sorted(set(int(x) for x in hessian["step"]))
         rows = rows[rows["step"].isin(plateau)]
+        if rows.empty:
+            why = (f"the cached Hessian (steps {', '.join(map(str, cached_steps[:6]))}) has no converged bottom "
+                   f"eigenpair on the plateau (steps {', '.join(map(str, plateau[:6]))}...)")
+            ev.missing.update(spinodal=why, anisotropy=why)
         ratio = (rows["lambda_min"] / rows["lambda_max"]).to_numpy(float)
         m = _median_measure(ratio, "λ_min / λ_max, converged Lanczos", seed)
         if m is not None:

@@ -92,8 +92,12 @@ def _from_evidence(g: Gathered, evidence: list) -> None:
            else "not in the analysis cache of " + ("the run" if len(evidence) == 1 else "any run"))
     for key, ev_key in FROM_EVIDENCE.items():  # one run: its own measure (pooling imports scipy.stats: seconds)
         m = evidence[0].measures.get(ev_key) if len(evidence) == 1 else pooled(evidence, ev_key)
+        cached = [e.missing[ev_key] for e in evidence if ev_key in e.missing]  # computed, and gave nothing
         if m is not None:
             g.ours[key] = m
+        elif cached and len(cached) == len(evidence):
+            g.missing[key] = cached[0] + ("" if len(cached) == 1 else f" (and in {len(cached) - 1} more runs)")
+            g.final.add(key)
         else:
             g.missing[key] = why
             if no_tau:

@@ -292,3 +292,18 @@ def test_the_docs_rule_table_states_each_claims_margin_and_replicates():
         assert c.key in rows, c.key
         assert f"| {c.margin.text()} |" in rows[c.key], (c.key, c.margin.text())
         assert str(c.evidence.n) in rows[c.key].split("|")[5], c.key
+
+
+def test_a_cached_analysis_that_gave_nothing_is_not_sent_back_to_its_command():
+    from interp.mechanisms.evidence import RunEvidence
+    from interp.mechanisms.reconcile import _from_evidence
+
+    ev = RunEvidence("runs/x", 1000)
+    ev.missing["spinodal"] = "the cached Hessian (steps 0, 1000) has no converged bottom eigenpair on the plateau"
+    g = Gathered("runs/x", "run", run_path="runs/x")
+    _from_evidence(g, [ev])
+    row = next(r for r in rows_of([g]) if r["key"] == "saddle")
+    assert row["verdict"] == R.NOT_MEASURED and row["command"] == "" and "no converged" in row["why"]
+    assert "no command measures it" in row["why"]
+    other = next(r for r in rows_of([g]) if r["key"] == "noise_signal")  # not cached: its analysis is named
+    assert other["command"] == "interp analyze runs/x --only gradients"
