@@ -359,11 +359,11 @@ def _why(g: Gathered, c: Claim) -> str:
     return g.missing.get(c.key) or g.missing_author.get(c.key, "")
 
 
-def _row(c: Claim, g: Gathered | None, missing: str) -> dict:
+def _row(c: Claim, g: Gathered | None, missing: str, final: bool = False) -> dict:
     ours = g.ours.get(c.key) if g else None
     author = g.author.get(c.key) if g else None
     diffs = [] if g is None else [d for d in setting_differences(c, g.settings) if d not in g.same] + g.more.get(c.key, [])
-    v = verdict(c, ours, author, diffs, missing, g.replicate if g else "", bool(g and c.key in g.final))
+    v = verdict(c, ours, author, diffs, missing, g.replicate if g else "", final or bool(g and c.key in g.final))
     where = g.run_path if g else "RUN"
     if not c.definition:
         author_def = "the same definition as ours"
@@ -400,7 +400,8 @@ def rows_of(gathered: list[Gathered]) -> list[dict]:
             missing = "; ".join(reasons) or f"no {kinds[c.on]} among the paths measures it"
             able = [g for g in gathered if c.on != "family" or g.kind != "sweep"]  # a sweep is no run to fork
             owner = next((g for g in able if _why(g, c)), able[0] if able else None)
-            row = _row(c, None, missing)
+            why = [g for g in gathered if _why(g, c)]
+            row = _row(c, None, missing, final=bool(why) and all(c.key in g.final for g in why))
             if owner is not None:
                 row["why"] = row["why"].replace("RUN", owner.run_path)
                 row["command"] = row["command"].replace("RUN", owner.run_path)
