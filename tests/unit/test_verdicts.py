@@ -307,3 +307,18 @@ def test_a_cached_analysis_that_gave_nothing_is_not_sent_back_to_its_command():
     assert "no command measures it" in row["why"]
     other = next(r for r in rows_of([g]) if r["key"] == "noise_signal")  # not cached: its analysis is named
     assert other["command"] == "interp analyze runs/x --only gradients"
+
+
+def test_show_says_a_forks_lead_is_censored():
+    from interp.summary import lead_row, run_rows
+
+    s = {"path": "forks/f", "direction": "bz_to_a", "k": 10, "n_bases": 100, "dataset_size": 1000, "seed": 0,
+         "log_k": math.log(10), "n_checkpoints": 3, "first_step": 250, "last_step": 320, "planned_steps": 320,
+         "last_evaluated": 320, "plateau_height": None, "plateau_start": None, "plateau_end": None, "tau_half": 320,
+         "tau_window": None, "window_start": None, "window_end": None, "snap_step": None, "gap_onset": 250,
+         "gap_onset_censored": True, "gap_lead": None, "gap_lead_snap": None}
+    text = dict(run_rows(s))["gap lead"]
+    assert "at or before step 250" in text and "censored" in text and "lead (t_loss - t)" not in text
+    label, text = lead_row({"definition": "ours", "t_loss": "half", "dz": "unbiased", "gap_onset": 250,
+                            "t_loss_step": 320, "gap_lead": None, "not_measured": None, "censored": True})
+    assert "censored" in text and "no lead" in text
