@@ -22,7 +22,7 @@ import warnings
 from dataclasses import dataclass, field, replace
 
 from interp.errors import InterpError
-from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, NOT_MEASURED, Claim, verdict
+from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, Claim, verdict
 from interp.mechanisms.reconcile_rules import claim, each_arm, escape_difference, gamma_window_difference, setting_differences
 from interp.mechanisms.reconcile_table import ReconcileTable, value_text
 from interp.mechanisms.rules import Measure

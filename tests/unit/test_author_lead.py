@@ -101,7 +101,8 @@ def test_gap_lead_under_l1_09_equals_a_hand_computation(tmp_path):
     (run_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     gap, t, lead = _hand_lead(rows, log_k)
     found = facts(Run.open(run_path))
-    assert found.gap_lead_at("l1_0.9", "inbatch") == {"gap_onset": gap, "t_loss": t, "gap_lead": pytest.approx(lead), "censored": False}
+    assert found.gap_lead_at("l1_0.9", "inbatch") == {"gap_onset": gap, "t_loss": t, "gap_lead": pytest.approx(lead),
+                                                     "censored": False}
     t_eval = next(r["step"] for r in rows if r["loss_first"] < 0.9 * log_k)
     assert found.gap_lead_at("l1_0.9_eval")["t_loss"] == t_eval
     assert found.gap_lead_at("l1_0.9_eval")["gap_onset"] == found.gap_onset  # the dz estimator is ours

@@ -49,7 +49,8 @@ def test_hand_made_series():
     lc = [1.0, 1.0, 0.9, 0.4, 0.01]
     # the first step above 0.1 counts even when dz falls back (no hold), NaN never counts
     dz = [float("nan"), 0.2, 0.05, 0.5, 3.0]
-    assert gap_lead(steps, lc, dz, log_k) == {"gap_onset": 10, "t_loss": 30, "gap_lead": pytest.approx(2 / 3), "censored": False}
+    assert gap_lead(steps, lc, dz, log_k) == {"gap_onset": 10, "t_loss": 30, "gap_lead": pytest.approx(2 / 3),
+                                              "censored": False}
     assert gap_lead(steps, lc, dz, log_k, "snap")["gap_lead"] == pytest.approx(0.75)
     assert gap_lead(steps, lc, dz, log_k, 20)["gap_lead"] == pytest.approx(0.5)
     # an exact 0.1 is not above it; a gap after t_loss gives a negative lead
