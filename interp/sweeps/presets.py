@@ -69,6 +69,14 @@ SWEEP_PRESETS: dict[str, SweepSpec] = {
                                      points=tuple({"task.k": k, "train.eval_every": 10 if k <= 5 else 25}
                                                   for k in (3, 5, 7, 10, 13)),
                                      name="landauer-dense-tiny"),
+    # issue 46: the lead family made wider and denser: K = 3..20 at n_bases = 200 (D = 600..4000), six seeds; the
+    # same per-K settings as landauer-dense-tiny (whose 15 runs are its K <= 13, seeds 0-2 runs), at most 6000
+    # steps (K = 20's snap comes near step 2,900 with 300 more steps for the author's t_loss)
+    "landauer-dense-wide-tiny": SweepSpec(base=_task(_train(_TINY, stop_after_snap=300, steps=6000), n_bases=200),
+                                          grid=(("seed", (0, 1, 2, 3, 4, 5)),),
+                                          points=tuple({"task.k": k, "train.eval_every": 10 if k <= 5 else 25}
+                                                       for k in (3, 5, 7, 10, 13, 17, 20)),
+                                          name="landauer-dense-wide-tiny"),
     # the author's ten runs exactly (SPEC: scripts/posthoc_synergy_proxy.py's landauer_dense_k*): the
     # paper's model, n_bases 1000, AdamW lr 1e-3, weight decay 0.01, batch 128, constant lr, 50,000
     # steps, seed 42, one seed per K, evaluated every 50 steps, checkpoints every 100

@@ -137,3 +137,14 @@ def test_the_cpu_analog_spans_k_3_to_13_with_seeds_and_dense_evaluations_at_smal
         at = [p for _, p, _ in runs if p.task.k == k]
         assert len({p.seed for p in at}) >= 2
     assert all(p.train.eval_every <= 10 for _, p, _ in runs if p.task.k == 3)
+
+
+def test_the_wide_family_holds_the_analog_and_reaches_k_20_with_six_seeds():
+    """landauer-dense-wide-tiny (issue 46): K = 3..20, six seeds each; its K <= 13, seeds 0-2 runs train the very
+    specs of landauer-dense-tiny except the step cap (6000 against 4000, which a constant lr never reads)."""
+    wide = {(p.task.k, p.seed): p for _, p, _ in SWEEP_PRESETS["landauer-dense-wide-tiny"].runs()}
+    assert sorted({k for k, _ in wide}) == [3, 5, 7, 10, 13, 17, 20]
+    assert all(len({s for k2, s in wide if k2 == k}) == 6 for k in (3, 5, 7, 10, 13, 17, 20))
+    for _, p, _ in SWEEP_PRESETS["landauer-dense-tiny"].runs():
+        w = wide[(p.task.k, p.seed)]
+        assert w.train.schedule == "constant" and w.replace("train.steps", p.train.steps) == p
