@@ -102,7 +102,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     if relapse is not None:  # the relapsed state's step, found before anything is written
         from interp.forks.relapse import relapse_at
 
-        at = [str(relapse_at(parent, relapse)) if a.strip() == "relapse" else a for a in at]
+        at = [str(relapse_at(parent, relapse, _held_steps(a))) if _held_steps(a) is not None else a for a in at]
     seeds = args.seed or [0]
     settings = _settings(args)
     single = len(at) == 1 and len(arms) == 1 and len(seeds) == 1 and not ForkFamily.is_family(args.out)
@@ -138,11 +138,19 @@ def _relapse(args: argparse.Namespace):
     """The relapse criterion when --at names `relapse` (None otherwise); --relapse without it is refused."""
     from interp.forks.relapse import parse_relapse
 
-    named = "relapse" in (a.strip() for a in args.at.split(","))
+    named = any(_held_steps(a) is not None for a in args.at.split(","))
     if args.relapse is not None and not named:
         raise InterpError(f"--relapse {args.relapse} is used only with --at relapse (the state nearest at or after "
                           f"the run's relapse); add relapse to --at, or leave --relapse out")
     return parse_relapse(args.relapse) if named else None
+
+
+def _held_steps(text: str) -> int | None:
+    """H of "relapse" (0) or "relapse+H" (the relapse's depth), None for any other --at item."""
+    import re
+
+    match = re.fullmatch(r"relapse(?:\+(\d+))?", text.strip().replace(" ", ""))
+    return None if match is None else int(match.group(1) or 0)
 
 
 def _held(out, holder: str, as_json: bool) -> int:
@@ -247,7 +255,7 @@ def add_parsers(sub) -> None:
     p.add_argument("target", nargs="*", type=path_arg("the run or fork family folder"),
                    help="RUN, or: status FAMILY_FOLDER")
     p.add_argument("--at", help="fork step(s): saved steps, tau/2 (any tau/N, F*tau), pre, mid, post, relapse, "
-                                  "comma-separated")
+                                  "relapse+H (held relapsed H steps), comma-separated")
     p.add_argument("--arm", help="arm(s): NAME[:key=value,...], comma-separated (default: continue)")
     p.add_argument("--seed", type=_ints("fork seeds"), help="fork seed(s): the batch and noise streams (default: 0)")
     p.add_argument("--steps", type=_positive_int, help="the horizon: steps after the fork step")

@@ -32,15 +32,16 @@ def resolve_at(run, at, relapse=None) -> int:
     """A saved step from an int, "tau/2" (any tau/N or F*tau), "pre"/"mid"/"post", "first"/"last":
     relative ones are snapped to the nearest saved step, as the analyses do; "relapse": the state
     nearest at or after the run's relapse under `relapse` (a criterion; None: the default),
-    `interp.forks.relapse.relapse_at`."""
+    `interp.forks.relapse.relapse_at`; "relapse+H": the same H steps into the relapse (still relapsed)."""
     from interp.analysis.common import select_steps, snap_to_saved
     from interp.transition import tau
 
     text = str(at).strip().replace(" ", "")
-    if text == "relapse":
+    held = re.fullmatch(r"relapse(?:\+(\d+))?", text)
+    if held:  # "relapse+H": held relapsed H steps (the relapse's depth)
         from interp.forks.relapse import relapse_at
 
-        return relapse_at(run, relapse)
+        return relapse_at(run, relapse, int(held.group(1) or 0))
     match = re.fullmatch(r"tau/(\d+(?:\.\d+)?)|(\d*\.?\d+)\*?tau|tau", text)
     if match:
         t = tau(run)
@@ -58,7 +59,8 @@ def resolve_at(run, at, relapse=None) -> int:
             raise InterpError(f"--at {at} = step {target:g} lies beyond {run.path} (last saved step {run.steps[-1]})")
         return snap_to_saved(run, target)
     if isinstance(at, str) and not re.fullmatch(r"-?\d+|pre|mid|post|first|last", text):
-        raise InterpError(f"--at {at!r}: give a saved step, tau/N, F*tau, pre, mid, post, first, last or relapse")
+        raise InterpError(f"--at {at!r}: give a saved step, tau/N, F*tau, pre, mid, post, first, last, relapse or "
+                          f"relapse+H")
     if re.fullmatch(r"-?\d+", text) and int(text) < 0:
         raise InterpError(f"--at {at}: a step cannot be negative")
     ((step, _),) = select_steps(run, [text if not text.lstrip("-").isdigit() else int(text)])

@@ -82,8 +82,9 @@ def relapsed_until(steps, values, relapse: int, criterion: EscapeCriterion, log_
     return None
 
 
-def relapse_at(run, criterion=None) -> int:
-    """The step to fork `run` at for its relapsed state (module docstring); InterpError if there is none."""
+def relapse_at(run, criterion=None, held: int = 0) -> int:
+    """The step to fork `run` at for its relapsed state (module docstring), `held` steps into the relapse (the
+    relapse's depth: `--at relapse+H`); InterpError if there is none."""
     from interp.run_states import kept_steps
 
     criterion = parse_relapse(criterion)
@@ -93,14 +94,24 @@ def relapse_at(run, criterion=None) -> int:
     if found is None:
         raise InterpError(not_relapsed(run, criterion))
     ended = relapsed_until(steps, values, found, criterion, run.log_k)
+    target = found + held
+    if held and ended is not None and target >= ended:
+        raise InterpError(f"{run.path} relapsed at step {found} ({criterion.words}) and was no longer relapsed from "
+                          f"step {ended}, so relapse+{held} (step {target}) lies past its relapsed stretch of "
+                          f"{ended - found} steps; fork it at a depth below {ended - found}, or relapse it at a higher "
+                          f"lr (docs/forks.md, \"Relapse\")")
     resume = run.load_resume()
-    candidates = [(s, "a kept state") for s in kept_steps(run) if s >= found]
-    candidates += [(resume.step, "the resume state")] if resume is not None and resume.step >= found else []
+    candidates = [(s, "a kept state") for s in kept_steps(run) if s >= target]
+    candidates += [(resume.step, "the resume state")] if resume is not None and resume.step >= target else []
     if run.fork is None:
-        candidates += [(s, "a saved step, replayed") for s in run.steps if s >= found]  # interp.replay
-    inside = [s for s, _ in candidates if ended is None or s < ended]
+        candidates += [(s, "a saved step, replayed") for s in run.steps if s >= target]  # interp.replay
+    inside = sorted(s for s, _ in candidates if ended is None or s < ended)
     if inside:
         return inside[0]
+    if held and not candidates:
+        raise InterpError(f"{run.path} relapsed at step {found} ({criterion.words}) but keeps no state at or after "
+                          f"step {target} (relapse+{held}): its last is {max(kept_steps(run) or [found])}; train the "
+                          f"lr fork longer with --save-optimizer")
     where = f"{run.path} relapsed at step {found} ({criterion.words})"
     if not candidates:
         raise InterpError(f"{where} but keeps no optimizer state at or after it"
