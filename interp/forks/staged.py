@@ -13,10 +13,24 @@ from interp.errors import InterpError
 from interp.forks.relapse import parse_relapse, relapse_at
 
 
+def depths(at: str) -> list[int]:
+    """The relapse depths H of a design's `at` ("relapse", or "relapse,relapse+1000,...": H = 0, 1000, ...)."""
+    import re
+
+    out = []
+    for item in (a.strip().replace(" ", "") for a in str(at).split(",") if a.strip()):
+        match = re.fullmatch(r"relapse(?:\+(\d+))?", item)
+        if match is None:
+            raise InterpError(f"a staged design forks at relapse or relapse+H, got {item!r}")
+        out.append(int(match.group(1) or 0))
+    return out
+
+
 def build(design, folder, *, workers: int | None = None, progress: bool = False):
     """Make and train a design with a relapse stage (`interp.forks.presets.RelapseStage`) under `folder`:
     `parent/` trained to solved, `relapse/` the lr fork of its last checkpoint (kept states), and
-    `family/` the design's forks at its relapse (`relapse_at`). Each stage that is done is kept, so
+    `family/` the design's forks at its relapse, or at each depth relapse+H its `at` names (`relapse_at`).
+    Each stage that is done is kept, so
     running it again trains nothing that is finished. Returns the ForkFamily."""
     from interp.forks.arms import parse_arms
     from interp.forks.family import ForkFamily
@@ -36,8 +50,8 @@ def build(design, folder, *, workers: int | None = None, progress: bool = False)
         parent = Run.open(path)
     relapsed = fork(parent, "last", f"lr:value={stage.lr:g}", stage.steps, folder / "relapse",
                     settings=dict(stage.settings), progress=progress)  # a finished one trains nothing
-    step = relapse_at(relapsed, criterion)
-    family = ForkFamily.create(relapsed, step, parse_arms(design.arms), list(design.seeds), design.horizon,
+    steps = [relapse_at(relapsed, criterion, h) for h in depths(design.at)]
+    family = ForkFamily.create(relapsed, steps, parse_arms(design.arms), list(design.seeds), design.horizon,
                                folder / "family", gamma_every=design.gamma_every, gamma_window=design.gamma_window,
                                settings=dict(design.settings), escape=design.escape,  # another design: refused
                                relapse=criterion)

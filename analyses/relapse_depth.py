@@ -1,0 +1,160 @@
+"""Finding: does noise trap a relapsed state once Adam's second moment has forgotten the solved state?
+
+The author's forks (SPEC 9.2) start from a state that sat relapsed for 16,000 steps; forks-relapse-tiny's started 25
+steps into its relapse. AdamW's second moment forgets on a scale of 1 / (1 - beta2) = 1,000 steps, so a state
+forked that early still carries the solved state's v. Here the relapse's depth is an axis: the family forks the
+relapsed state held H = 0, 1,000 and 4,000 steps (`interp fork --at relapse+H`), under the author's arms (full_batch,
+minibatch, isotropic noise, v-only noise with isotropic xi), 3 fork seeds each and the author's held escape
+(loss_first < 3.0 held 500 steps). Printed per depth: the second moment's state (v_mean.all of the relapsed run at
+the fork step over its value at the solved state the relapse started from, with the attention and MLP modules), then
+each arm's escape and its ratio to full_batch (geometric means, Welch's t on the log escapes, 90%:
+interp.mechanisms.fork_measures), and the reconciliation rows the family gives (interp reconcile).
+
+    python analyses/relapse_depth.py [FOLDER] [--calibrate LR,LR,...] [--probe-steps N] [--arms A,B]
+                                     [--seeds 0,1] [--depths 0,1000] [--horizon N] [--relapse-steps N] [--workers N]
+
+FOLDER holding forks.json is read as it is; otherwise the `forks-relapse-depth-tiny` design (interp/forks/presets.py)
+is made and trained there (FOLDER/parent, FOLDER/relapse, FOLDER/family: each stage that is done is kept). The
+options cut the design down (the slow tier's check). --calibrate LRS trains the parent and one lr fork per LR
+(FOLDER/calibrate/lr-LR), prints how long each stays relapsed, and forks full_batch from each that holds 1,000
+steps at relapse+1000 for --probe-steps (default 800) to show whether the clean gradient still re-solves there.
+"""
+
+import argparse
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+from _common import row
+
+DESIGN = "forks-relapse-depth-tiny"
+MODULES = ("all", "L0.attn", "L0.mlp", "embed", "unembed")
+
+
+def v_ratios(relapsed, step: int) -> dict[str, float]:
+    """v_mean.<module> of the relapsed run at `step` over its value at the run's first evaluation (the solved state
+    the relapse forked)."""
+    names = [f"v_mean.{m}" for m in MODULES]
+    series = relapsed.metric_series(*names)
+    steps = series["step"]
+    if not steps:
+        return {}
+    at = max((i for i, s in enumerate(steps) if s <= step), default=0)
+    out = {}
+    for name in names:
+        values = series[name]
+        first = next((v for v in values if v is not None and v == v), None)
+        now = values[at]
+        out[name.removeprefix("v_mean.")] = (now / first if first and now is not None and now == now else math.nan)
+    return out
+
+
+def calibrate(folder: Path, lrs: list[float], steps: int, probe_steps: int, criterion: str) -> None:
+    from interp.forks.fork import fork
+    from interp.forks.presets import fork_preset
+    from interp.forks.relapse import parse_relapse, relapsed_until, detect
+    from interp.runs import Run
+    from interp.train import train
+
+    design = fork_preset(DESIGN)
+    path = folder / "parent"
+    parent = Run.open(path) if Run.is_run(path) else Run.create(path, design.parent)
+    if (parent.status or {}).get("state") != "done":
+        train(parent, progress=False)
+        parent = Run.open(path)
+    crit = parse_relapse(criterion)
+    for lr in lrs:
+        out = folder / "calibrate" / f"lr-{lr:g}"
+        run = fork(parent, "last", f"lr:value={lr:g}", steps, out, settings=dict(design.relapse.settings), progress=False)
+        s = run.metric_series("loss_cand", crit.metric)
+        found = detect(s["step"], s["loss_cand"], s[crit.metric], run.log_k, crit)[1]
+        ended = relapsed_until(s["step"], s[crit.metric], found, crit, run.log_k) if found is not None else None
+        held = None if found is None else ((ended or s["step"][-1]) - found)
+        print(row(f"lr {lr:g}: relapse ({crit.words})", "never" if found is None else
+                  f"at {found}, held {held} steps" + (" (to the end)" if ended is None else f" (re-solved at {ended})"),
+                  "held 16,000 steps at 0.0125"))
+        if found is None or held < 1000:
+            continue
+        probe = fork(run, f"{found + 1000}" if (found + 1000) in set(run.steps) else "last", "full_batch", probe_steps,
+                     folder / "calibrate" / f"probe-lr-{lr:g}", settings={"eval_every": 25, "save_optimizer": False},
+                     progress=False)
+        from interp.forks.escape import parse_escape
+
+        esc = parse_escape(design.escape)
+        series = probe.metric_series(esc.metric)
+        at = probe.fork["parent_step"]
+        t = esc.judge(series["step"], series[esc.metric], at, probe.log_k)
+        print(row(f"    full_batch from step {at}", "no escape in " + str(probe_steps) if t is None else
+                  f"escapes after {t - at} steps ({esc.words})", "re-solves in ~800 steps"))
+        print(row("    v_mean.all there / at the solved state", f"{v_ratios(run, at).get('all', math.nan):.3g}", "-"))
+
+
+def family_in(folder: Path, args):
+    from interp.forks.family import ForkFamily
+    from interp.forks.presets import fork_preset
+    from interp.forks.staged import build
+
+    for where in (folder, folder / "family"):
+        if ForkFamily.is_family(where):
+            return ForkFamily.open(where)
+    design = fork_preset(DESIGN)
+    changes = {k: v for k, v in (("arms", args.arms), ("horizon", args.horizon)) if v}
+    if args.seeds:
+        changes["seeds"] = tuple(int(s) for s in args.seeds.split(","))
+    if args.depths:
+        changes["at"] = ",".join("relapse" if int(h) == 0 else f"relapse+{int(h)}" for h in args.depths.split(","))
+    if args.relapse_steps:
+        changes["relapse"] = dataclasses.replace(design.relapse, steps=args.relapse_steps)
+    design = dataclasses.replace(design, **changes)
+    print(f"making {DESIGN} in {folder} (parent, relapse, family; trains only what is not finished)", file=sys.stderr)
+    return build(design, folder, workers=args.workers)
+
+
+def main() -> None:
+    from interp.mechanisms.fork_measures import escape_ratio
+    from interp.mechanisms.reconcile import reconcile
+    from interp.runs import Run
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", default=f"forks/{DESIGN}", help="a fork family, or where to make one")
+    parser.add_argument("--calibrate", help="lr forks at these lrs (comma-separated) and a full_batch probe each")
+    parser.add_argument("--probe-steps", type=int, default=800, help="the full_batch probe's horizon (--calibrate)")
+    parser.add_argument("--arms", help="cut down: these arms only")
+    parser.add_argument("--seeds", help="cut down: these fork seeds (comma-separated)")
+    parser.add_argument("--depths", help="cut down: these relapse depths H (comma-separated)")
+    parser.add_argument("--horizon", type=int, help="cut down: this horizon")
+    parser.add_argument("--relapse-steps", type=int, help="cut down: the lr fork's horizon")
+    parser.add_argument("--workers", type=int, help="fork workers (default: the design's)")
+    args = parser.parse_args()
+    folder = Path(args.folder)
+    if args.calibrate:
+        from interp.forks.presets import fork_preset
+
+        stage = fork_preset(DESIGN).relapse
+        calibrate(folder, [float(x) for x in args.calibrate.split(",")], args.relapse_steps or stage.steps,
+                  args.probe_steps, stage.criterion)
+        return
+    family = family_in(folder, args)
+    table = family.table()
+    relapsed = Run.open(family.design["parent"])
+    counts = table["status"].value_counts().to_dict()
+    print(f"{family.path}: {len(table)} forks of {relapsed.path} at steps {family.design['steps']}, horizon "
+          f"{family.design['horizon']}, escape {family.escape.words}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    labels = sorted(set(table["arm"].astype(str) + ":" + table["arm_params"].astype(str)))
+    for step in family.design["steps"]:
+        at = table[table["fork_step"] == step]
+        v = v_ratios(relapsed, int(step))
+        print(f"at step {step}: v_mean / the solved state's: " + ", ".join(f"{k} {x:.3g}" for k, x in v.items()))
+        for label in labels:
+            name = label.rstrip(":")
+            if name.startswith("full_batch"):
+                continue
+            m, why = escape_ratio(at, name, "full_batch")
+            print(row(f"    {name} / full_batch escape", why if m is None else
+                      f"{m.as_estimate().text()} ({m.n_runs} forks)", "traps: >= 20x (isotropic), 5.75x (v-only)"))
+    print(reconcile(family.path).summary())
+
+
+if __name__ == "__main__":
+    main()
