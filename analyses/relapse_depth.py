@@ -53,16 +53,11 @@ def v_ratios(relapsed, step: int) -> dict[str, float]:
 def calibrate(folder: Path, lrs: list[float], steps: int, probe_steps: int, criterion: str) -> None:
     from interp.forks.fork import fork
     from interp.forks.presets import fork_preset
-    from interp.forks.relapse import parse_relapse, relapsed_until, detect
-    from interp.runs import Run
-    from interp.train import train
+    from interp.forks.relapse import detect, parse_relapse, relapsed_until
+    from interp.forks.staged import trained_parent
 
     design = fork_preset(DESIGN)
-    path = folder / "parent"
-    parent = Run.open(path) if Run.is_run(path) else Run.create(path, design.parent)
-    if (parent.status or {}).get("state") != "done":
-        train(parent, progress=False)
-        parent = Run.open(path)
+    parent = trained_parent(design, folder)
     crit = parse_relapse(criterion)
     for lr in lrs:
         out = folder / "calibrate" / f"lr-{lr:g}"

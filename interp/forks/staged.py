@@ -26,6 +26,19 @@ def depths(at: str) -> list[int]:
     return out
 
 
+def trained_parent(design, folder, progress: bool = False):
+    """The design's parent run in `folder`/parent, trained to its end (a finished one is only opened)."""
+    from interp.runs import Run
+    from interp.train import train
+
+    path = Path(folder) / "parent"
+    parent = Run.open(path) if Run.is_run(path) else Run.create(path, design.parent)
+    if (parent.status or {}).get("state") != "done":
+        train(parent, progress=progress)
+        parent = Run.open(path)
+    return parent
+
+
 def build(design, folder, *, workers: int | None = None, progress: bool = False):
     """Make and train a design with a relapse stage (`interp.forks.presets.RelapseStage`) under `folder`:
     `parent/` trained to solved, `relapse/` the lr fork of its last checkpoint (kept states), and
@@ -35,19 +48,13 @@ def build(design, folder, *, workers: int | None = None, progress: bool = False)
     from interp.forks.arms import parse_arms
     from interp.forks.family import ForkFamily
     from interp.forks.fork import fork
-    from interp.runs import Run
-    from interp.train import train
 
     stage = design.relapse
     if stage is None:
         raise InterpError("this design has no relapse stage (ForkDesign.relapse)")
     criterion = parse_relapse(stage.criterion)  # bad input first
     folder = Path(folder)
-    path = folder / "parent"
-    parent = Run.open(path) if Run.is_run(path) else Run.create(path, design.parent)
-    if (parent.status or {}).get("state") != "done":
-        train(parent, progress=progress)
-        parent = Run.open(path)
+    parent = trained_parent(design, folder, progress)
     relapsed = fork(parent, "last", f"lr:value={stage.lr:g}", stage.steps, folder / "relapse",
                     settings=dict(stage.settings), progress=progress)  # a finished one trains nothing
     steps = [relapse_at(relapsed, criterion, h) for h in depths(design.at)]
