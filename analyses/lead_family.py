@@ -74,3 +74,10 @@ for name in ("lead_share", "lead_share_author"):
         path = out / f"{name.replace('lead_share', 'lead_family')}.html"
         plots.k_trend_figure(fits.results[name]).write_html(path, include_plotlyjs=True)
         print(f"figure: {path}")
+# the verdicts (docs/reconciliation.md): equivalence margins, 90% intervals (t over runs, OLS t for the slopes) and the
+# replicates each claim needs; an inconclusive row says how many runs would be expected to decide it
+from interp.mechanisms.reconcile import reconcile  # noqa: E402
+
+for r in reconcile(sweep.path).rows:  # the caches only: nothing is computed
+    if r["key"] in ("lead_share", "lead_trend", "lead_exponent"):
+        print(f"verdict, {r['claim']}: {r['verdict'].upper()} (margin {r['margin']}): {r['why']}")

@@ -12,12 +12,14 @@ interp.mechanisms.fork_measures), and the reconciliation rows the family gives (
 
     python analyses/relapse_depth.py [FOLDER] [--calibrate LR,LR,...] [--probe-steps N] [--arms A,B]
                                      [--seeds 0,1] [--depths 0,1000] [--horizon N] [--relapse-steps N] [--workers N]
+                                     [--out DIR]
 
 FOLDER holding forks.json is read as it is; otherwise the `forks-relapse-depth-tiny` design (interp/forks/presets.py)
 is made and trained there (FOLDER/parent, FOLDER/relapse, FOLDER/family: each stage that is done is kept). The
 options cut the design down (the slow tier's check). --calibrate LRS trains the parent and one lr fork per LR
 (FOLDER/calibrate/lr-LR), prints how long each stays relapsed, and forks full_batch from each that holds 1,000
 steps at relapse+1000 for --probe-steps (default 800) to show whether the clean gradient still re-solves there.
+The figure (escape steps per arm and fork step, the family's criterion) goes to DIR/relapse_depth.html.
 """
 
 import argparse
@@ -121,6 +123,7 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, help="cut down: this horizon")
     parser.add_argument("--relapse-steps", type=int, help="cut down: the lr fork's horizon")
     parser.add_argument("--workers", type=int, help="fork workers (default: the design's)")
+    parser.add_argument("--out", default="out", help="folder for the figure (default: out/)")
     args = parser.parse_args()
     folder = Path(args.folder)
     if args.calibrate:
@@ -149,6 +152,18 @@ def main() -> None:
             print(row(f"    {name} / full_batch escape", why if m is None else
                       f"{m.as_estimate().text()} ({m.n_runs} forks)", "traps: >= 20x (isotropic), 5.75x (v-only)"))
     print(reconcile(family.path).summary())
+    import warnings
+
+    from interp.plots.forks import fork_escapes
+    from interp.sweeps.forks import forks
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = "full_batch" if "full_batch" in set(table["arm"]) else "minibatch"
+        fork_escapes(forks(table, reference=reference)).write_html(out / "relapse_depth.html", include_plotlyjs=True)
+    print(f"figure: {out / 'relapse_depth.html'}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ EXPECT = {
     "edge_timeline.py": "the first 10 of the",
     "reconcile.py": "under the author's definition",
     "forks_relapse.py": "criterion [",  # the fixture's horizon is shorter than the author's hold: ours only
+    "relapse_depth.py": "v_mean / the solved state's",
 }
 # the reconciliation table names its source "author" (the paper or the author's repository), not "paper"
 AUTHOR_WORD = {"reconcile.py": "author:"}
@@ -84,7 +85,7 @@ def _run(script: Path, *args: str, cwd: Path) -> str:
 
 
 def test_there_are_examples_and_findings():
-    assert len(EXAMPLES) == 7 and len(FINDINGS) == 14
+    assert len(EXAMPLES) == 7 and len(FINDINGS) == 15
     assert set(EXPECT) == {p.name for p in EXAMPLES + FINDINGS}
 
 
@@ -116,7 +117,7 @@ def test_example_runs(script, demo_copy, tmp_path):
 def test_finding_script_prints_ours_beside_the_paper_and_writes_its_figure(script, demo_copy, sweeps, tmp_path,
                                                                           request):
     target = sweeps[SWEEP_FINDINGS[script.name]].path if script.name in SWEEP_FINDINGS else demo_copy
-    if script.name in ("forks.py", "forks_relapse.py"):  # forks_relapse.py reads a made family as it is
+    if script.name in ("forks.py", "forks_relapse.py", "relapse_depth.py"):  # a made family is read as it is
         target = request.getfixturevalue("fork_family")
     out = _run(script, str(target), "--out", str(tmp_path), cwd=tmp_path)
     assert EXPECT[script.name] in out and AUTHOR_WORD.get(script.name, "paper:") in out and "ours:" in out
