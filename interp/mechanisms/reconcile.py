@@ -307,7 +307,7 @@ def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
     the author's is named."""
     import pandas as pd
 
-    from interp.mechanisms.fork_measures import escape_ratio, gamma
+    from interp.mechanisms.fork_measures import done_forks, escape_ratio, gamma
 
     named = table["escape_criterion"].dropna() if "escape_criterion" in table else pd.Series(dtype=str)
     criterion = str(named.iloc[0]) if len(named) else "tau_half after the fork"
@@ -316,11 +316,11 @@ def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
     for c in (c for c in CLAIMS if escape and escape != FORK_ESCAPE and FORK_ESCAPE in c.extra_setting):
         g.more.setdefault(c.key, []).append(escape)
     arms = {"fork_isotropic": "isotropic_noise", "fork_measured": "measured_noise", "fork_v_only": "v_only_noise"}
-    labels = set(table["arm"].astype(str) + ":" + table["arm_params"].astype(str)) if "arm_params" in table else set()
+    labels = set(done_forks(table)["label"].astype(str))
     for key, arm in arms.items():
         pick = arm
         if arm == "v_only_noise":  # the author's v-only noise is isotropic
-            author = sorted(lb.rstrip(":") for lb in labels if lb.startswith(arm) and "xi=isotropic" in lb)
+            author = sorted(lb for lb in labels if lb.startswith(arm) and "xi=isotropic" in lb)
             pick = author[0] if author else arm
         m, why = escape_ratio(table, pick, "full_batch")
         if m is None:
