@@ -14,9 +14,10 @@ def add_parsers(sub) -> None:
     p = sub.add_parser(
         "mechanisms", help="which mechanism holds the plateau: one row per candidate mechanism, with a verdict",
         description="One row per candidate mechanism of the plateau (docs/mechanisms.md): the quantity, what the "
-                    "mechanism predicts, the measured value with its interval and the runs it rests on, and the "
+                    "mechanism predicts, the measured value with its 90% interval and the runs it rests on, and the "
                     "verdict of a rule fixed before the data (consistent, contradicted, inconclusive, or not "
-                    "measured with what would measure it). The cheap analyses it needs are computed and cached; "
+                    "measured with what would measure it, also when it rests on fewer replicates than the row "
+                    "needs). The cheap analyses it needs are computed and cached; "
                     "the Hessian and the curvature noise are read from the cache only. Exit status 1 when a run of "
                     "the sweep or a fork of the family is damaged (each is named on stderr and left out of every row).")
     p.add_argument("path", type=path_arg("the run, sweep or fork family folder"),
@@ -29,10 +30,13 @@ def add_parsers(sub) -> None:
     p = sub.add_parser(
         "reconcile", help="each published claim beside ours, under both definitions, with a verdict",
         description="One row per published claim (docs/reconciliation.md): the author's number and its source, ours "
-                    "under the author's definition where it can be computed, ours under ours with its interval and "
-                    "runs, the differences in setting, and the verdict of a rule fixed before the data: reproduced, "
-                    "differs (a named definition or setting), not reproduced, or not measured with the command that "
-                    "would measure it. Several paths pool: each run, sweep or fork family gives the rows it measures. "
+                    "under the author's definition where it can be computed, ours under ours with its 90% interval "
+                    "and the replicates it rests on, the differences in setting, and the verdict of rules fixed before "
+                    "the data (an equivalence margin per claim, a minimum of replicates): reproduced (the interval "
+                    "inside the margin), differs (a named definition or setting), not reproduced (wholly outside), "
+                    "inconclusive (with the replicates that would decide it), or not measured with the command that "
+                    "would measure it. Several paths pool: each run, sweep or fork family gives the rows it measures; "
+                    "a path named twice counts once. "
                     "The mechanism table's cheap analyses are computed and cached (not with --cached). Exit status 1 "
                     "when a run or fork is damaged (named on stderr, left out of every row).")
     p.add_argument("paths", nargs="+", type=path_arg("the run, sweep or fork family folder"),
