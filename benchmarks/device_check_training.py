@@ -53,7 +53,7 @@ def _compare_runs(part: Part, a: dict, b: dict, what: str) -> None:
     every = a["run"].spec.train.eval_every
     tau_ok = a["tau"] is not None and b["tau"] is not None and abs(a["tau"] - b["tau"]) <= every
     part.row(f"{what}: tau_half", device=a["tau"], cpu=b["tau"],
-             compare=None if not tau_ok and (a["tau"] is None or b["tau"] is None) else abs(a["tau"] - b["tau"]),
+             compare=None if a["tau"] is None or b["tau"] is None else abs(a["tau"] - b["tau"]),
              limit=f"|diff| <= {every} (one evaluation)", verdict=verdict(tau_ok), note=f"snap {a['snap']} / {b['snap']}")
     part.row(f"{what}: routing head", device=a["head"], cpu=b["head"], limit="the same head",
              verdict=verdict(a["head"] is not None and a["head"] == b["head"]))
@@ -176,11 +176,11 @@ def training(part: Part) -> None:
                    need=30)
 
 
-
 # ---------------------------------------------------------------------------- forks
 def _fork_settings(quick: bool) -> tuple[dict, dict]:
-    """(horizon per arm, storage settings): evaluated every 5 steps, no checkpoints between, stopped at the snap."""
-    horizon = {"full_batch": 4, "minibatch": 10} if quick else {"full_batch": 150, "minibatch": 700}
+    """(horizon per arm, storage settings): evaluated every 5 steps, no checkpoints between, stopped at the snap. On
+    the CPU (one thread, 2026-12-06) full_batch escaped 45 steps after the fork and minibatch 410."""
+    horizon = {"full_batch": 4, "minibatch": 10} if quick else {"full_batch": 150, "minibatch": 600}
     settings = {"eval_every": 2 if quick else 5, "checkpoint_every": 10**6, "save_optimizer": False, "densify": False,
                 "dense_until": 0, "stop_after_snap": 0, "early_checkpoints": False}
     return horizon, settings

@@ -3,8 +3,9 @@ prints its table, so the script stays working between the rare sessions that hav
 
 Where the DEVICE is the CPU, the reference runs on one thread: training on the CPU is deterministic per thread count
 (the same command twice is bit for bit), the analyses agree with the reference within 1e-4, every part ends with its
-memory row, and no check errors. Speed goals are reported, not asserted: a shared machine decides them. A few minutes
-on a quiet 2-core CPU; the time boxes are widened fourfold here so a busy machine slows the test without failing it.
+memory row, and no check errors. Speed goals are reported, not asserted: a shared machine decides them. About 4 minutes
+on a quiet 2-core CPU; the time boxes are widened tenfold here, so a machine other jobs load slows the test without
+failing it (on this project's machine at load 10, torch's two threads ran training 20 times slower than one).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ PARTS = ("analyses", "training", "forks", "speed")
 def test_device_check_on_the_cpu_prints_the_table(tmp_path):
     out = tmp_path / "device_check.json"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "device_check.py"), "cpu", "--quick", "--json",
-                           str(out), "--scale", "4"], cwd=tmp_path, capture_output=True, text=True, timeout=3600)
+                           str(out), "--scale", "10"], cwd=tmp_path, capture_output=True, text=True, timeout=4 * 3600)
     print(proc.stdout)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     data = json.loads(out.read_text())
