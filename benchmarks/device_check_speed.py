@@ -21,18 +21,18 @@ from device_check_lib import Part, one_line, sync, verdict
 BF16_GOAL = 1.8  # issue 19: the bf16 autocast step at least this much faster than float32 eager
 
 
-def _counts(part: Part, device: str) -> tuple[int, int]:
-    """(warm-up steps, timed steps) on `device`."""
+BLOCKS = 4  # timed blocks per variant, taken in turn across the variants (a neighbour's burst hits each alike)
+
+
+def _per_block(part: Part, device: str) -> tuple[int, int]:
+    """(warm-up steps, steps per timed block) on `device`."""
     if part.quick:
-        return 1, 4
-    return (10, 50) if device != "cpu" else (2, 8)
+        return 1, 1
+    return (10, 12) if device != "cpu" else (2, 2)
 
 
-def step_time(part: Part, device: str, compile_it: bool, precision: str) -> dict:
-    """ms per paper-preset training step on `device`, and the first step's seconds."""
-    import torch
-
-    from interp.devices import deterministic_kernels
+def _stepper(device: str, compile_it: bool, precision: str):
+    """The paper preset's training step as interp.train drives it, on `device`."""
     from interp.model import build_model
     from interp.precision import training_forward
     from interp.presets import preset
@@ -45,30 +45,54 @@ def step_time(part: Part, device: str, compile_it: bool, precision: str) -> dict
     model = build_model(spec.model, task.layout.length, VOCAB_SIZE, seed=spec.seed, device=device).train()
     forward = training_forward(compiled(model) if compile_it else model, precision, device)
     optimizer = build_optimizer(model, spec.train)
-    step = MinibatchStep(forward, model, optimizer, task.tokens.to(device), task.layout.loss_pos, task.size,
+    return MinibatchStep(forward, model, optimizer, task.tokens.to(device), task.layout.loss_pos, task.size,
                          torch_generator(spec.seed, "batches"), spec.train, device)
-    warmup, steps = _counts(part, device)
+
+
+def step_times(part: Part, device: str, variants: list[tuple[str, bool, str]]) -> dict[str, dict]:
+    """ms per paper-preset training step of each variant (name, compiled, precision) on `device`: each built and
+    warmed up (its first step timed alone: the compile), then BLOCKS timed blocks of each, the variants in turn, the
+    device synchronised around each block; the median block. A variant that fails is {"error": ...}."""
+    import torch
+
+    from interp.devices import deterministic_kernels
+
+    warmup, per = _per_block(part, device)
+    steps, out = {}, {}
     with deterministic_kernels(device):
-        start = time.perf_counter()
-        step(1)
-        sync(device)
-        first = time.perf_counter() - start
-        for t in range(warmup):
-            step(2 + t)
-        sync(device)
-        blocks, t = [], 2 + warmup
-        per = max(1, steps // 4)  # the median of 4 blocks: a neighbour's burst on a shared machine hits one
-        for _ in range(steps // per):
-            start = time.perf_counter()
-            for _ in range(per):
-                step(t)
-                t += 1
-            sync(device)
-            blocks.append((time.perf_counter() - start) / per)
-    if compile_it:
+        for name, compile_it, precision in variants:
+            if part.left() < (60 if compile_it else 15):
+                out[name] = {"skipped": f"the time box is spent ({part.left():.0f} s left)"}
+                continue
+            try:
+                step = _stepper(device, compile_it, precision)
+                start = time.perf_counter()
+                step(1)
+                sync(device)
+                out[name] = {"first_s": time.perf_counter() - start, "blocks": [], "next": 2 + warmup}
+                for t in range(warmup):
+                    step(2 + t)
+                sync(device)
+                steps[name] = step
+            except Exception as exc:  # noqa: BLE001 - one variant failing is its row, the others go on
+                out[name] = {"error": one_line(exc)}
+        for block in range(BLOCKS):
+            names = list(steps)
+            for name in names[block % len(names):] + names[: block % len(names)] if names else []:
+                got = out[name]
+                start = time.perf_counter()
+                for _ in range(per):
+                    steps[name](got["next"])
+                    got["next"] += 1
+                sync(device)
+                got["blocks"].append((time.perf_counter() - start) / per)
+    if any(c for _, c, _ in variants):
         torch._dynamo.reset()
-    return {"ms": 1000 * statistics.median(blocks), "first_s": first, "steps": per * len(blocks),
-            "spread": 1000 * (max(blocks) - min(blocks))}
+    for got in out.values():
+        if "blocks" in got:
+            got.update(ms=1000 * statistics.median(got["blocks"]), steps=per * len(got["blocks"]), per=per,
+                       spread=1000 * (max(got["blocks"]) - min(got["blocks"])))
+    return out
 
 
 _TASKS: dict = {}
@@ -128,35 +152,44 @@ def steps(part: Part) -> dict:
 
     variants = [("eager float32", False, "float32"), ("compiled float32", True, "float32"),
                 ("bf16 autocast", False, "bf16"), ("bf16 autocast, compiled", True, "bf16")]
+    measured, notes = {}, {name: [] for name, _, _ in variants}
+    for role, device in _sides(part):
+        chosen = []
+        for name, compile_it, precision in variants:
+            if compile_it and (part.quick or role == "cpu"):
+                if role == "cpu" and not part.quick:
+                    notes[name].append("cpu: the CPU reference times eager steps only (a compile there costs minutes)")
+                continue
+            if precision == "bf16" and not bf16_hardware(device)[0]:
+                notes[name].append(f"{role}: no bf16 units ({bf16_hardware(device)[1]})")
+                continue
+            chosen.append((name, compile_it, precision))
+        measured[role] = step_times(part, device, chosen)
     results: dict[str, dict] = {}
-    for name, compile_it, precision in variants:
-        got, notes = {}, []
+    for name, compile_it, _ in variants:
         if compile_it and part.quick:
             part.row(f"paper step, {name} (ms)", verdict="skipped", note="--quick leaves compiling out (30-90 s a "
                                                                         "variant on a 2-core CPU); the full run times it")
             continue
-        for role, device in _sides(part):
-            if precision == "bf16" and not bf16_hardware(device)[0]:
-                notes.append(f"{role}: no bf16 units ({bf16_hardware(device)[1]})")
+        got, failed = {}, False
+        for role, _ in _sides(part):
+            r = measured[role].get(name)
+            if r is None:
                 continue
-            need = 20 if compile_it else 5
-            if part.left() < need:
-                notes.append(f"{role}: skipped, the time box is spent")
-                continue
-            try:
-                r = step_time(part, device, compile_it, precision)
-            except Exception as exc:  # noqa: BLE001 - one variant failing is its row, the others go on
-                notes.append(f"{role}: {one_line(exc)}")
+            if "error" in r or "skipped" in r:
+                failed = failed or "error" in r
+                notes[name].append(f"{role}: {r.get('error') or r['skipped']}")
                 continue
             got[role] = r["ms"]
-            notes.append(f"{role}: median of 4 blocks of {r['steps'] // 4} steps (spread {r['spread']:.1f} ms), first step "
-                         f"{r['first_s']:.1f} s" + (" (the compile)" if compile_it else ""))
+            notes[name].append(f"{role}: median of {BLOCKS} blocks of {r['per']} steps taken in turn with the other "
+                               f"variants (spread {r['spread']:.1f} ms), first step {r['first_s']:.1f} s"
+                               + (" (the compile)" if compile_it else ""))
         results[name] = got
-        failed = any(": " in n and "Error" in n for n in notes)
+        spent = not got and any("time box" in n for n in notes[name])
         part.row(f"paper step, {name} (ms)", device=got.get("device"), cpu=got.get("cpu"),
                  compare=(got["cpu"] / got["device"]) if got.get("device") and got.get("cpu") else None,
-                 limit="CPU / DEVICE" if not part.same else "", verdict="error" if failed else "info",
-                 note="; ".join(notes))
+                 limit="CPU / DEVICE" if not part.same else "",
+                 verdict="error" if failed else "skipped" if spent else "info", note="; ".join(notes[name]))
     f32, bf16 = results.get("eager float32", {}), results.get("bf16 autocast", {})
     for role, device in _sides(part):
         where = "DEVICE" if role == "device" else "CPU"
