@@ -41,7 +41,7 @@ def _suite_rows(part: Part, dev, cpu) -> None:
     for name, w in worst.items():
         where = f"{w['table']}.{w['where']}" if w["where"] else w["table"]
         part.row(f"suite: {name}", device=w["rel"], limit=LIMIT, verdict=verdict(w["rel"] <= RELATIVE_LIMIT),
-                 note=f"largest at {where}" + (f"; {w['note']}" if w["note"] else ""))
+                 note=(f"largest at {where}" if w["rel"] else "equal in every column") + (f"; {w['note']}" if w["note"] else ""))
     rel, key = findings_difference(dev.findings, cpu.findings)
     part.row("suite: findings", device=rel, limit=LIMIT, verdict=verdict(rel <= RELATIVE_LIMIT),
              note=f"largest at {key}" if key else f"{len(dev.findings)} findings equal")
@@ -87,7 +87,8 @@ def edges(part: Part, run, step: int) -> None:
             w = diffs[name]
             part.row(f"edges {method} at step {step}", device=w["rel"], limit=LIMIT,
                      verdict=verdict(w["rel"] <= RELATIVE_LIMIT),
-                     note=f"largest at {name}.{w['where']}" + (f"; {w['note']}" if w["note"] else "")
+                     note=(f"largest at {name}.{w['where']}" if w["rel"] else "equal in every column")
+                          + (f"; {w['note']}" if w["note"] else "")
                           + f"; seconds {sa:.2f} / {sb:.2f}")
         part.check(f"edges {method} at step {step}", fn, need=5)
 
