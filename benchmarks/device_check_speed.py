@@ -9,6 +9,7 @@ synchronised; the compiled variants' first step (the compile) is reported on its
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import subprocess
@@ -200,6 +201,11 @@ def steps(part: Part) -> dict:
             speedup = f32[role] / bf16[role]
             part.row(f"bf16 over float32 eager on the {where} (issue 19)", **{role: speedup}, limit=f">= {BF16_GOAL}x",
                      verdict=verdict(speedup >= BF16_GOAL), note=f"{found}; {f32[role]:.1f} ms / {bf16[role]:.1f} ms")
+        both = results.get("compiled float32", {}).get(role), results.get("bf16 autocast, compiled", {}).get(role)
+        if units and all(both):
+            part.row(f"bf16 over float32, both compiled, on the {where}", **{role: both[0] / both[1]}, verdict="info",
+                     note=f"{both[0]:.1f} ms / {both[1]:.1f} ms; bf16 compiled over float32 eager "
+                          f"{f32.get(role, math.nan) / both[1]:.2f}x")
     return results
 
 
