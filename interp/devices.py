@@ -33,6 +33,28 @@ def torch_threads(n: int | None):
         torch.set_num_threads(before)
 
 
+@contextlib.contextmanager
+def deterministic_kernels(device):
+    """torch's deterministic algorithms on for the block where `device` is the CPU, and given back after it.
+
+    On the CPU the embedding backward otherwise sums in a thread-dependent order, and every kernel the
+    toolkit uses has a deterministic version. Elsewhere they are left as they are: on CUDA, torch raises
+    at the first matrix product under deterministic mode unless CUBLAS_WORKSPACE_CONFIG was set before
+    the GPU was first used, and some kernels have no deterministic version at all (GPU work is not
+    bit-reproducible; benchmarks/device_check.py measures how far apart two runs are)."""
+    import torch
+
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was)
+
+
 def check_device(name: str) -> str:
     """`name` if torch can use it on this machine, else an InterpError saying what is allowed."""
     if not isinstance(name, str) or not DEVICE_PATTERN.match(name):

@@ -11,7 +11,6 @@ forward-over-reverse; `hvps` gives several at once by `vmap`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -19,6 +18,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.analysis.params import selection
+from interp.devices import deterministic_kernels
 from interp.errors import InterpError
 from interp.fastpath.objective import fast_objective, training_loss
 from interp.fastpath.support import problems
@@ -37,15 +37,10 @@ PRODUCTS = ("reverse", "forward-over-reverse")
 
 
 # ---------------------------------------------------------------------------- the operator
-@contextmanager
-def deterministic():
-    """Deterministic kernels (the CPU's embedding backward otherwise sums in a thread-dependent order)."""
-    was = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(was)
+def deterministic(device="cpu"):
+    """Deterministic kernels where the work runs on the CPU (its embedding backward otherwise sums in a
+    thread-dependent order); on a GPU left as they are (`interp.devices.deterministic_kernels`)."""
+    return deterministic_kernels(device)
 
 
 def _as_dtype(model: nn.Module, dtype: torch.dtype) -> nn.Module:
@@ -234,7 +229,7 @@ class HessianOperator:
             raise InterpError(f"HVP: expected a vector of {self.dim} entries, got shape {tuple(v.shape)}")
         tangents = self._split(v)
         total = torch.zeros(self.dim, dtype=torch.float64)
-        with deterministic():
+        with deterministic(self.device):
             for i, chunk, weight in self._chunks():
                 if self.product == "reverse":
                     hv = self._reverse(i, chunk, tangents)
@@ -252,7 +247,7 @@ class HessianOperator:
         tangents = {n: torch.stack([s[j] for s in split]) for j, n in enumerate(self.names)}
         primals = {n: self.base[n] for n in self.names}
         total = torch.zeros(vectors.shape, dtype=torch.float64)
-        with deterministic():
+        with deterministic(self.device):
             for _, chunk, weight in self._chunks():
                 grad_fn = self._grad_fn(chunk)
                 hv = torch.func.vmap(lambda t: torch.func.jvp(grad_fn, (primals,), (t,))[1])(tangents)
@@ -271,7 +266,7 @@ class HessianOperator:
         """Gradient of the objective in the selected subspace, and the objective itself (nats)."""
         total = torch.zeros(self.dim, dtype=torch.float64)
         loss = 0.0
-        with deterministic():
+        with deterministic(self.device):
             for _, chunk, weight in self._chunks():
                 leaves = self._leaves()
                 value = self._loss(leaves, chunk)

@@ -48,6 +48,7 @@ from interp.analysis import params
 from interp.analysis.common import across_of, head_name
 from interp.analysis.findings import Rows
 from interp.analysis.registry import Analysis, Option, check_heads, parse_heads, positive_int
+from interp.devices import deterministic_kernels
 from interp.errors import InterpError
 from interp.fastpath.objective import example_losses, fast_objective
 from interp.runs import Run
@@ -162,16 +163,15 @@ class _Examples(torch.utils.data.Dataset):
 @contextlib.contextmanager
 def _quiet_and_isolated(device: str):
     """Restore the global RNGs devinterp reseeds, keep its progress bars off stderr, and use
-    deterministic kernels (CPU embedding gradients otherwise sum in a thread-dependent order)."""
+    deterministic kernels on the CPU (its embedding gradients otherwise sum in a thread-dependent
+    order; on a GPU they are left as they are: `interp.devices.deterministic_kernels`)."""
     np_state, py_state = np.random.get_state(), random.getstate()
     cuda = [torch.device(device)] if torch.device(device).type == "cuda" else []
-    was = torch.are_deterministic_algorithms_enabled()
     try:
-        with torch.random.fork_rng(devices=cuda), contextlib.redirect_stderr(io.StringIO()):
-            torch.use_deterministic_algorithms(True)
+        with torch.random.fork_rng(devices=cuda), contextlib.redirect_stderr(io.StringIO()), \
+                deterministic_kernels(device):
             yield
     finally:
-        torch.use_deterministic_algorithms(was)
         np.random.set_state(np_state)
         random.setstate(py_state)
 

@@ -127,7 +127,7 @@ def adamw_updates(st: UpdateState, grads: list[Tensor]) -> Float[Tensor, "n para
 
 def clean_update(st: UpdateState) -> Float[Tensor, " params"]:
     """s: the update the full-training-set gradient would take from the state."""
-    with deterministic():
+    with deterministic(st.tokens.device):
         g = full_gradient(st)
     return adamw_updates(st, [x.unsqueeze(0) for x in g])[0]
 
@@ -137,7 +137,7 @@ def update_pairs(st: UpdateState, idx: Int[Tensor, "draws 2 batch"], chunk_pairs
     """The paired updates of the minibatches `idx`, a chunk of pairs at a time."""
     for lo in range(0, idx.shape[0], chunk_pairs):
         part = idx[lo : lo + chunk_pairs]
-        with deterministic():
+        with deterministic(st.tokens.device):
             grads = minibatch_gradients(st, part.reshape(-1, part.shape[-1]))
         yield adamw_updates(st, grads).view(part.shape[0], 2, -1)
 

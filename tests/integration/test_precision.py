@@ -13,7 +13,7 @@ from interp.precision import EMULATION_ENV, Autocast, bf16_hardware, check_preci
 from interp.runs import Run
 from interp.spec import RunSpec
 from interp.train import train
-from tests.helpers import cloned_params, small_spec
+from tests.helpers import TINY_FLAGS, cloned_params, small_spec
 
 HARDWARE, FOUND = bf16_hardware("cpu")
 
@@ -103,3 +103,17 @@ def test_bf16_is_refused_without_bfloat16_units(tmp_path, monkeypatch):
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and "needs bfloat16 matrix units" in proc.stderr
     assert {p.name: p.read_bytes() for p in run.path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.skipif(not HARDWARE, reason=f"this CPU has no bfloat16 units ({FOUND})")
+def test_bf16_is_accepted_with_bfloat16_units(tmp_path):
+    """The counterpart of the refusal above, on a CPU that has the units (avx512_bf16 / amx_bf16): no emulation
+    asked for, the CLI trains in bf16 and records it."""
+    out = tmp_path / "accepted"
+    env = {k: v for k, v in __import__("os").environ.items() if k != EMULATION_ENV}
+    proc = subprocess.run([sys.executable, "-m", "interp.cli", "train", "--precision", "bf16", "--steps", "2",
+                           "--out", str(out), *TINY_FLAGS], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    run = Run.open(out)
+    assert run.spec.train.precision == "bf16" and run.steps[-1] == 2
+    assert all(s.get("precision") == "bf16" for s in run.info["training"])

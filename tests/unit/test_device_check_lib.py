@@ -1,0 +1,128 @@
+"""benchmarks/device_check.py's own machinery, without training anything: the comparison behind every "within 1e-4"
+row, the rows a failing or late check leaves, the table, and the refusals of bad input (the CPU run itself is the
+slow-tier test tests/e2e/test_device_check.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from device_check import table  # noqa: E402
+from device_check_analyses import owner  # noqa: E402
+from device_check_lib import Part, column_difference, findings_difference, table_difference  # noqa: E402
+
+
+def frame(values, text=("a", "b", "c")):
+    return pd.DataFrame({"step": [0, 1, 2], "value": values, "name": list(text), "flag": [True, False, True]})
+
+
+def test_the_difference_is_relative_to_the_columns_largest_value_after_float32_rounding():
+    cpu = frame([10.0, 1e-6, -2.0])
+    assert table_difference(frame([10.0, 1e-6, -2.0]), cpu)["rel"] == 0
+    # 1e-9 on a tiny entry is nothing against the column's 10; float32 rounding hides 1e-12 altogether
+    assert table_difference(frame([10.0, 1.001e-6, -2.0]), cpu)["rel"] < 1e-9
+    assert table_difference(frame([10.0 + 1e-12, 1e-6, -2.0]), cpu)["rel"] == 0
+    got = table_difference(frame([10.0, 1e-6, -2.0 + 2e-3]), cpu)
+    assert got["rel"] == pytest.approx(2e-4, rel=1e-3) and got["where"] == "value"
+    assert table_difference(frame([10.0, 1e-6, -2.0 + 5e-4]), cpu)["rel"] <= 1e-4
+
+
+def test_nan_text_and_shape_mismatches_are_infinite_and_named():
+    cpu = frame([1.0, math.nan, 2.0])
+    assert table_difference(frame([1.0, math.nan, 2.0]), cpu)["rel"] == 0
+    got = table_difference(frame([1.0, 0.5, 2.0]), cpu)
+    assert got["rel"] == math.inf and "non-finite" in got["note"]
+    got = table_difference(frame([1.0, math.nan, 2.0], text=("a", "x", "c")), cpu)
+    assert got["rel"] == math.inf and got["where"] == "name" and got["note"] == "1 of 3 cells differ"
+    flipped = frame([1.0, math.nan, 2.0]).assign(flag=[True, True, True])
+    assert column_difference(flipped["flag"], cpu["flag"])[0] == math.inf
+    got = table_difference(cpu.iloc[:2], cpu)
+    assert got["rel"] == math.inf and "shapes differ" in got["note"]
+    assert column_difference(pd.Series([0.0, 0.0]), pd.Series([0.0, 1e-3]))[0] == pytest.approx(1.0)
+
+
+def test_findings_are_compared_entry_by_entry():
+    a = {"tau": 900, "head": "L1H2", "height": np.float64(1.0), "first": [["L0H1->L1H2.q", 250]], "sub": {"x": 2.0}}
+    assert findings_difference(a, dict(a)) == (0.0, "")
+    assert findings_difference({**a, "head": "L1H3"}, a) == (math.inf, "head")
+    rel, where = findings_difference({**a, "sub": {"x": 2.0002}}, a)
+    assert where == "sub.x" and rel == pytest.approx(1e-4, rel=1e-2)
+    assert findings_difference({**a, "first": [["L0H1->L1H2.q", 275]]}, a)[1] == "first"
+
+
+def test_tables_are_grouped_by_their_analysis():
+    names = ["patching", "edges", "hessian", "spectra", "attention"]
+    assert owner("patching_heads", names) == "patching" and owner("edges_curve", names) == "edges"
+    assert owner("attention", names) == "attention" and owner("something", names) == "something"
+
+
+def part(tmp_path, left: float = 60.0) -> Part:
+    return Part("analyses", "cpu", True, tmp_path / "rows.jsonl", time.monotonic() + left, tmp_path)
+
+
+def test_a_failing_check_is_an_error_row_and_the_rest_goes_on(tmp_path):
+    p = part(tmp_path)
+
+    def boom():
+        raise RuntimeError("Expected all tensors to be on the same device, but found cuda:0 and cpu!\nmore")
+
+    assert p.check("first", boom) is None
+    assert p.check("second", lambda: p.row("second", device=1.0, verdict="pass") and 7) == 7
+    p.finish()
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert [r["check"] for r in rows] == ["first", "second", "peak memory (MiB)"]
+    assert rows[0]["verdict"] == "error" and rows[0]["note"].startswith("RuntimeError: Expected all tensors")
+    assert "more" not in rows[0]["note"] and "test_device_check_lib.py:" in rows[0]["note"]
+    assert rows[2]["device"] > 0 and rows[2]["verdict"] == "info"
+
+
+def test_a_check_after_the_time_box_is_skipped_not_run(tmp_path):
+    p = part(tmp_path, left=3.0)
+    ran = []
+    p.check("late", lambda: ran.append(1), need=10)
+    row = json.loads((tmp_path / "rows.jsonl").read_text())
+    assert not ran and row["verdict"] == "skipped" and "time box" in row["note"]
+    with pytest.raises(ValueError, match="verdict 'maybe'"):
+        p.row("x", verdict="maybe")
+
+
+def test_the_table_shows_every_row_and_the_notes():
+    rows = [{"part": "analyses", "check": "suite: lens", "device": 3.2e-7, "cpu": None, "compare": None,
+             "limit": "<= 0.0001", "verdict": "pass", "seconds": None, "note": "largest at lens.loss_cand"},
+            {"part": "speed", "check": "paper step, eager float32 (ms)", "device": 12.25, "cpu": 980.0, "compare": 80.0,
+             "limit": "CPU / DEVICE", "verdict": "info", "seconds": 3.0, "note": ""}]
+    text = table(rows)
+    lines = text.splitlines()
+    assert lines[0].split() == ["part", "check", "DEVICE", "CPU", "compare", "limit", "verdict", "seconds"]
+    assert "3.2e-07" in lines[2] and "12.25" in lines[3] and "980" in lines[3] and "80" in lines[3]
+    assert "[pass] analyses / suite: lens: largest at lens.loss_cand" in text
+
+
+@pytest.mark.parametrize("args,message", [
+    (["gpu"], "unknown device 'gpu'; allowed: cpu, cuda, cuda:N, mps"),
+    (["cuda:7"], "device 'cuda:7' was asked for, but this machine has no CUDA GPU"),
+    (["cpu", "--parts", "analyses,nope"], "--parts 'analyses,nope': allowed: analyses, training, forks, speed"),
+    (["cpu", "--scale", "0"], "--scale must be positive"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    if args[0].startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a CUDA GPU")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "device_check.py"), *args, "--work",
+                           str(tmp_path / "work")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"device_check.py: {message}") and not proc.stdout
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "work").exists()
