@@ -1,6 +1,8 @@
 """The `interp` command. Thin: it parses, calls the library and prints.
 
-Bad input exits with status 2 and one line on stderr; never a traceback. Ctrl-C exits with
+Bad input exits with status 2 and one line on stderr; never a traceback. A folder another live process
+writes (its writer's lock is held: `interp.files.LockHeld`) exits with status 1 and one line naming the
+holder, whichever command met it. Ctrl-C exits with
 status 130 and one line; a run folder this command made is removed unless it holds a checkpoint.
 """
 
@@ -16,6 +18,7 @@ try:  # Ctrl-C while the command starts up is one line too
     from pathlib import Path
 
     from interp.errors import InterpError
+    from interp.files import LockHeld
     from interp.presets import DEFAULT_PRESET
 except KeyboardInterrupt:
     print("interrupted", file=sys.stderr)
@@ -136,7 +139,10 @@ def _train(run, device: str, args: argparse.Namespace, fresh: bool = False, resu
         print(f"\ninterrupted; continue with: interp train --resume --out {run.path}", file=sys.stderr)
         return 130
     note = " (stopped after the snap)" if result.stopped_early else ""
-    print(f"trained to step {result.last_step} in {result.seconds:.1f} s{note}", file=sys.stderr)
+    if result.trained:
+        print(f"trained to step {result.last_step} in {result.seconds:.1f} s{note}", file=sys.stderr)
+    else:
+        print(f"already finished at step {result.last_step}{note}: nothing to train, nothing written", file=sys.stderr)
     print(as_text(run_rows(run_summary(run))))
     return 0
 
@@ -486,6 +492,9 @@ def _main(argv: list[str] | None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except InterpError as exc:
+        if isinstance(exc, LockHeld):  # the input is fine, the folder is busy: 1, as `interp fork` says it
+            print(f"interp: {exc}", file=sys.stderr)
+            return 1
         print(f"interp: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # the file system refused (permissions, a full disk, a path under a file)

@@ -5,7 +5,8 @@ sweep, anything else is taken for a run folder, so a folder that is none of them
 run's own one-line error ("... is not a run folder (it has no run.json)", "no run folder at
 ..."). `discover(root)` is what `interp ls` lists: the runs, sweeps and fork families in a
 folder, each read without torch, and the ones that cannot be read or are damaged (a lone run, a
-sweep's run, a family's fork: `interp.collections.states`), with why.
+sweep's run, a family's fork: `interp.collections.states`), with why; a writer's temporary folder
+(".NAME.making.tmp", a fork being made or left by a kill) is none of them.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ def sweep_row(path) -> dict:
             "damaged_runs": {name: st.error for name, st in states.items() if st.state == "damaged"}}
 
 
+def leftover(path: Path) -> bool:
+    """Whether `path` is a writer's temporary (".NAME....tmp": a fork being made beside its folder, ".NAME.making.tmp",
+    or one a kill left behind), never a run, sweep or family of its own."""
+    return path.name.startswith(".") and path.name.endswith(".tmp")
+
+
 def discover(root) -> Listing:
     """The runs, sweeps and fork families in `root` (or `root` itself when it is one): inside a
     sweep, its runs; inside a fork family, the family. Never loads torch."""
@@ -84,17 +91,18 @@ def discover(root) -> Listing:
     if not root.is_dir():
         raise InterpError(f"no folder at {root}")
     points = {}  # inside a sweep, its runs' states against its design (a run whose spec is not its point's is damaged)
+    inside = sorted(p for p in root.iterdir() if not leftover(p))
     if Sweep.is_sweep(root):
-        paths = sorted(p for p in root.iterdir() if Run.is_run(p))
+        paths = [p for p in inside if Run.is_run(p)]
         sweeps = []
         try:
             points = Sweep.open(root).states()
         except InterpError:
             pass
     else:
-        paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
-        sweeps = sorted(p for p in root.iterdir() if Sweep.is_sweep(p))
-    families = [root] if is_family(root) else sorted(p for p in root.iterdir() if is_family(p))
+        paths = [root] if Run.is_run(root) else [p for p in inside if Run.is_run(p)]
+        sweeps = [p for p in inside if Sweep.is_sweep(p)]
+    families = [root] if is_family(root) else [p for p in inside if is_family(p)]
     out = Listing(root)
     for path in paths:
         try:
