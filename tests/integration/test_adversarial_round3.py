@@ -140,3 +140,62 @@ def test_nothing_written(case, sources, tmp_path, capsys):
     code, out, err = run_main(_fill(argv, folder, tmp_path), capsys)
     assert code == status and "Traceback" not in err and fragment in out + err, (out + err)[-2000:]
     assert snapshot(folder) == saved, "the command wrote to the folder"
+
+
+# ---------------------------------------------------------------------------- 4, 14: steps named relative to tau
+def _json(out: str) -> dict:
+    return json.loads(out)
+
+
+def _no_half_tau_share(out: str) -> None:
+    found = _json(out)
+    assert "groups_share_above_80_at_half_tau" not in found["findings"], found["findings"]
+    assert any("0.5 τ" in n and "no checkpoint within 0.15 τ" in n for n in found["notes"]), found["notes"]
+
+
+def _labels(table: str, want: dict[int, str]):
+    def check(out: str) -> None:
+        rows = _json(out)["tables"][table]
+        assert {r["step"]: r["label"] for r in rows} == want, {r["step"]: r["label"] for r in rows}
+    return check
+
+
+RELATIVE = [
+    # (id, fixture, argv, exit status, fragments said, a check of stdout or None); planted: tau_half 20, saved 0, 1, 2,
+    # 4, 8, 10, 20, 30; thinned: only 30. It read "collective snap 24 of 24 groups at τ/2 (step 600)" on the thinned
+    # mini (tau/2 = 190; the unthinned run: 0 of 24 at step 200), and ran ablation's pre and mid both at step 600
+    ("groups-half-tau-far", "thinned", ["analyze", "{F}", "--only", "groups", "--json"], 0, [], _no_half_tau_share),
+    ("groups-half-tau-far-text", "thinned", ["analyze", "{F}", "--only", "groups"], 0,
+     ["0.25 τ, 0.5 τ, 0.75 τ, 0.97 τ, 1 τ (τ = 20) have no checkpoint within 0.15 τ"], None),
+    ("ablation-pre-mid-far", "thinned", ["analyze", "{F}", "--only", "ablation", "--steps", "pre,mid,last", "--json"], 0,
+     ["pre (τ/4) (= step 5) has no checkpoint within 0.15 τ", "mid (τ) (= step 20) has no checkpoint within 0.15 τ"],
+     _labels("ablation", {30: "last"})),
+    ("ablation-pre-mid-near", "planted", ["analyze", "{F}", "--only", "ablation", "--steps", "pre,mid", "--json"], 0, [],
+     _labels("ablation", {4: "pre", 20: "mid"})),
+    ("ablation-all-far", "thinned", ["analyze", "{F}", "--only", "ablation", "--steps", "pre,mid", "--quiet"], 2,
+     ["no requested step can be read", "pre (τ/4) (= step 5)", "mid (τ) (= step 20)"], None),
+    ("fork-at-half-tau-far", "thinned", ["fork", "{F}", "--at", "tau/2", "--steps", "5", "--out", "{T}/f", "--quiet"], 2,
+     ["--at tau/2 (= step 10) has no checkpoint within 0.15 τ", "step 30, is 1.00 τ away"], None),
+    # 14: "every requested step lies beyond the run: " and nothing after it
+    ("fork-at-post-beyond", "planted", ["fork", "{F}", "--at", "post", "--steps", "5", "--out", "{T}/f", "--quiet"], 2,
+     ["post (2τ = 40) lies beyond the run (last step 30)"], None),
+]
+
+
+@pytest.mark.parametrize("case", RELATIVE, ids=lambda c: c[0])
+def test_a_relative_step_far_from_its_target_is_left_out_and_named(case, sources, tmp_path, capsys):
+    name, fixture, argv, status, fragments, check = case
+    folder = copy_run(sources[fixture], tmp_path / "f")
+    scratch = tmp_path / "t"
+    scratch.mkdir()
+    saved = snapshot(folder, cache=False)
+    code, out, err = run_main([a.replace("{T}", str(scratch)) for a in _fill(argv, folder, tmp_path)], capsys)
+    assert code == status and "Traceback" not in err, (out + err)[-3000:]
+    for fragment in fragments:
+        assert fragment in out + err, (fragment, (out + err)[-3000:])
+    assert "collective snap" not in out or fixture != "thinned", out
+    if status == 2:
+        assert len((out + err).strip().splitlines()) == 1 and not list(scratch.iterdir()), out + err
+    assert snapshot(folder, cache=False) == saved
+    if check is not None:
+        check(out)
