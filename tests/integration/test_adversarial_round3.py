@@ -199,3 +199,21 @@ def test_a_relative_step_far_from_its_target_is_left_out_and_named(case, sources
     assert snapshot(folder, cache=False) == saved
     if check is not None:
         check(out)
+
+
+# ---------------------------------------------------------------------------- 5: criteria read the wrong way round
+CRITERIA = [
+    # (id, argv, fragment); `interp show mini --relapse 'loss_cand<0.5logK'` found a "relapse" at step 590 of a run
+    # that never relapsed (the rows of `interp fork` are in test_adversarial_relapse.py and test_adversarial_escape.py)
+    ("show-relapse-wrong-way", ["show", "{F}", "--relapse", "loss_cand<0.5logK"], "the wrong way round"),
+    ("show-relapse-wrong-way-json", ["show", "{F}", "--json", "--relapse", "loss_first<2"], "a relapse is loss_first>"),
+    ("show-relapse-accuracy-in-log-k", ["show", "{F}", "--relapse", "acc_first<0.5logK"], "log K units are for"),
+]
+
+
+@pytest.mark.parametrize("case", CRITERIA, ids=lambda c: c[0])
+def test_a_criterion_read_the_wrong_way_is_refused(case, sources, capsys):
+    name, argv, fragment = case
+    code, out, err = run_main(_fill(argv, sources["planted"], sources["planted"]), capsys)
+    assert code == 2 and len((out + err).strip().splitlines()) == 1, out + err
+    assert fragment in err and "Traceback" not in err, err
