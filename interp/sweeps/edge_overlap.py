@@ -9,7 +9,8 @@ undefined are named with why and left out.
 
 - The circuit at tau: the edges `in_circuit` (the smallest top-|score| set reaching the faithfulness target) at the
   cached step nearest tau_half (ties: the earlier), as the run's own edges findings choose it. Undefined (the run is
-  left out of the overlap) where the target is not reached or clean and corrupted LD are within 0.1 nats.
+  left out of the overlap) where the target is not reached, clean and corrupted LD are within 0.1 nats, or no cached
+  step lies within STEP_SLACK (0.15) tau of tau_half.
 - Overlap: the Jaccard index |A & B| / |A | B| of every pair of runs' circuits; the mean over all pairs, over pairs
   at the same K (across seeds) and over pairs at different K, each with a percentile interval of a bootstrap that
   resamples runs (a pair of two draws of one run is left out; `bootstrap.N_BOOT` replicates, the `bootstrap`
@@ -52,14 +53,21 @@ def circuit_at(edges: pd.DataFrame, curve: pd.DataFrame, tau: int | float) -> di
     faithfulness and its edge set (empty when undefined)."""
     from interp.analysis.edges import circuits
 
+    from interp.transition import STEP_SLACK
+
     steps = sorted(set(curve["step"]) & set(edges["step"]))
     at = min(steps, key=lambda s: (abs(s - tau), s))
+    if abs(at - tau) > STEP_SLACK * tau:  # no cached step near tau: no circuit at tau (the run's findings say the same)
+        return {"tau_step": int(at), "size": None, "faithfulness": None, "circuit": frozenset(),
+                "why_undefined": f"no cached step within {STEP_SLACK:g} τ of tau_half = {tau:g} (the nearest is step {at})"}
     row = circuits(curve[curve["step"] == at]).iloc[0]
     size = None if math.isnan(row["size"]) else int(row["size"])
     part = edges[edges["step"] == at]
     members = frozenset(part.loc[part["in_circuit"].astype(bool), "edge"].astype(str)) if size is not None else frozenset()
     return {"tau_step": int(at), "size": size, "faithfulness": None if size is None else float(row["faithfulness"]),
-            "circuit": members}
+            "circuit": members, "why_undefined": None if size is not None else (
+                f"no circuit at step {at} (nearest tau): the faithfulness target is not reached or clean and corrupted "
+                f"LD are within 0.1 nats")}
 
 
 def run_record(name: str, tables: dict, tau: int | float, k=math.nan, seed=math.nan, head: str | None = None,
@@ -184,8 +192,9 @@ def summarise(records: list[dict], left_out: dict[str, str] | None = None, level
     """The overlap and the share from the runs' records (`run_record`)."""
     check_level(level, n_boot)
     runs = pd.DataFrame(records, columns=None if records else ["run", "k", "seed", "method", "size", "circuit"])
-    not_compared = {r["run"]: (f"no circuit at step {r['tau_step']} (nearest tau): the faithfulness target is not "
-                               f"reached or clean and corrupted LD are within 0.1 nats") for r in records if r["size"] is None}
+    not_compared = {r["run"]: r.get("why_undefined") or (f"no circuit at step {r['tau_step']} (nearest tau): the "
+                                                         f"faithfulness target is not reached or clean and corrupted "
+                                                         f"LD are within 0.1 nats") for r in records if r["size"] is None}
     compared = [r for r in records if r["size"] is not None]
     n = len(compared)
     J = np.full((n, n), np.nan)

@@ -217,3 +217,32 @@ def test_a_criterion_read_the_wrong_way_is_refused(case, sources, capsys):
     code, out, err = run_main(_fill(argv, sources["planted"], sources["planted"]), capsys)
     assert code == 2 and len((out + err).strip().splitlines()) == 1, out + err
     assert fragment in err and "Traceback" not in err, err
+
+
+# ---------------------------------------------------------------------------- 6: the edges findings
+EDGES = ["analyze", "{F}", "--only", "edges", "--edge-method", "eap", "--n-pairs", "8"]
+EDGE_FINDINGS = [
+    # (id, --steps, fragments said, fragments never said); planted: tau_half 20. It printed "circuit at step 600
+    # (nearest tau)" for `--steps last` with tau 380, named step 0 for `--steps 0`, and listed edges without an onset
+    # ("never") first by onset
+    ("last", "last", ["no circuit at τ = 20: no analysed step within 0.15 τ of it (the nearest, step 30, is 0.50 τ away)",
+                      "no edge has an onset (1 analysed step(s)"], ["nearest tau", "never"]),
+    ("zero", "0", ["no circuit at τ = 20", "(the nearest, step 0, is 1.00 τ away)"], ["circuit at step 0", "never"]),
+    ("near-tau", "10,20,30", ["circuit at step 20 (at τ)"], ["nearest tau", "never", "no circuit at"]),
+    ("after-tau", "0,1,2,4,8,10,30", ["no circuit at τ = 20"], ["never"]),  # step 10 is 0.50 τ before it, 30 after
+]
+
+
+@pytest.mark.parametrize("case", EDGE_FINDINGS, ids=lambda c: c[0])
+def test_the_edges_findings_state_how_far_from_tau(case, sources, tmp_path, capsys):
+    name, steps, says, never = case
+    folder = copy_run(sources["planted"], tmp_path / "f")
+    code, out, err = run_main(_fill([*EDGES, "--steps", steps], folder, tmp_path), capsys)
+    assert code == 0 and "Traceback" not in err, (out + err)[-3000:]
+    (line,) = [ln for ln in out.splitlines() if ln.strip().startswith("edges")]
+    for fragment in says:
+        assert fragment in line, (fragment, line)
+    for fragment in never:
+        assert fragment not in line, (fragment, line)
+    code, out, _ = run_main(_fill([*EDGES, "--steps", steps, "--json"], folder, tmp_path), capsys)
+    assert all(onset is not None for _, onset in _json(out)["findings"]["edges_first"])
