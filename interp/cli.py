@@ -147,74 +147,6 @@ def _train(run, device: str, args: argparse.Namespace, fresh: bool = False, resu
     return 0
 
 
-# ---------------------------------------------------------------------------- show / ls
-def cmd_show(args: argparse.Namespace) -> int:
-    from interp.runs import Run
-    from interp.summary import as_text, run_rows, run_summary
-
-    from interp.summary import lead_row, lead_under
-
-    from interp.forks.relapse import parse_relapse, relapse_shown  # torch-free; docs/forks.md, "Relapse"
-
-    relapse = None if args.relapse is None else parse_relapse(args.relapse)  # checked before the run is read
-    run = Run.open(args.run)
-    summary = run_summary(run)
-    leads = [lead_under(run, d) for d in args.lead_definition or ()]  # docs/definitions.md, "The shuffle gap's lead"
-    shown = relapse_shown(run, relapse) if relapse else None  # ((label, text), its JSON fields)
-    if args.json:
-        print(json.dumps({**summary, **({"leads": leads} if leads else {}), **(shown[1] if shown else {})}, indent=2))
-    else:
-        print(as_text(run_rows(summary) + [lead_row(lead) for lead in leads] + ([shown[0]] if shown else [])))
-    return 0
-
-
-def cmd_ls(args: argparse.Namespace) -> int:
-    from interp.collections.folders import discover
-    from interp.formatting import fmt
-
-    found = discover(args.folder)
-    root, summaries, sweep_rows, broken = found.root, found.runs, found.collections, found.broken
-    if args.json:
-        print(json.dumps(summaries + sweep_rows + [{"path": str(p), "error": e} for p, e in broken], indent=2))
-        return _ls_damaged(found)
-    if not summaries and not broken and not sweep_rows:
-        print(f"no runs or sweeps in {root}")
-        return 0
-    for row in sweep_rows:
-        if row["kind"] == "fork family":
-            print(f"{Path(row['path']).name:<24} fork family: {row['done']}/{row['forks']} forks done"
-                  + (f", {row['damaged']} damaged" if row.get("damaged") else "") + f", parent {row['parent']}")
-            continue
-        print(f"{Path(row['path']).name:<24} sweep: {row['runs']} runs ({row['done']} done, {row['running']} running, "
-              f"{row['failed']} failed" + (f", {row['damaged']} damaged" if row.get("damaged") else "")
-              + f"), axes {', '.join(row['axes'])}")
-    if not summaries and not broken:
-        return _ls_damaged(found)
-    header = f"{'run':<24} {'direction':<9} {'K':>3} {'D':>7} {'seed':>4} {'ckpts':>5} {'last':>7} " \
-             f"{'tau_half':>8} {'final Lc/logK':>13}"
-    print(header)
-    for s in summaries:
-        final = s.get("final_loss_cand")
-        final = None if final is None else final / s["log_k"]
-        print(f"{Path(s['path']).name:<24} {s['direction']:<9} {s['k']:>3} {s['dataset_size']:>7} "
-              f"{s['seed']:>4} {s['n_checkpoints']:>5} {fmt(s['last_step']):>7} "
-              f"{fmt(s['tau_half']):>8} {fmt(final, '.4f'):>13}")
-    for path, error in broken:
-        print(f"{path.name:<24} unreadable: {error}")
-    return _ls_damaged(found)
-
-
-def _ls_damaged(found) -> int:
-    """Name each damaged run `interp ls` listed (a lone run, a sweep's run, a family's fork) on stderr,
-    as the status commands do; the exit status: 1 when something is damaged or unreadable."""
-    for path, error in found.damaged:
-        name = path.relative_to(found.root) if path.is_relative_to(found.root) and path != found.root else path
-        print(f"interp: damaged run: {name}: {error}", file=sys.stderr)
-    if found.damaged:
-        print(f"interp: {len(found.damaged)} damaged run(s) listed", file=sys.stderr)
-    return 1 if found.broken or found.damaged else 0
-
-
 # ---------------------------------------------------------------------------- analyze
 def cmd_analyze(args: argparse.Namespace) -> int:
     from interp.analysis import registry
@@ -233,6 +165,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         raise InterpError(f"{', '.join(given)}: for a sweep folder; {args.run} is a run, analysed in this process")
     run = open_folder(args.run)
     check_device(args.device)
+    from interp.collections.states import log_damage
+
+    problem = log_damage(run)  # tau and every finding placed by it rest on the log: a damaged one is named, not read
+    if problem is not None:
+        print(f"interp: damaged run: {run.path}: {problem}", file=sys.stderr)
+        return 1
     from interp.analysis.findings import summary_rows
     from interp.analysis.suite import run_suite
     from interp.summary import as_text
@@ -375,14 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_override_flags(p)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("show", help="spec, saved steps, plateau height and tau of a run")
-    p.add_argument("run", type=path_arg("the run folder"), help="run folder")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--lead-definition", action="append", metavar="DEF", help="also show the shuffle gap's lead under "
-                   "DEF (repeatable): ours (tau_half, unbiased dz), author (l1_0.9, in-batch dz) or T_LOSS/DZ")
-    p.add_argument("--relapse", nargs="?", const="loss_cand>0.9logK,hold=200", metavar="CRITERION", help="also when a "
-                   "solved run relapsed: METRIC>THRESHOLD[,hold=STEPS] (default loss_cand>0.9logK,hold=200)")
-    p.set_defaults(func=cmd_show)
+    from interp.cli_show import add_ls_parser, add_show_parser
+
+    add_show_parser(sub)
 
     from interp.analysis import registry
 
@@ -441,10 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mechanism_parsers(sub)
 
-    p = sub.add_parser("ls", help="one line per run or sweep in a folder")
-    p.add_argument("folder", nargs="?", default="checkpoints", type=path_arg("the folder to list (default: checkpoints)"))
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_ls)
+    add_ls_parser(sub)
     return parser
 
 

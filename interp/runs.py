@@ -46,6 +46,9 @@ from interp.run_layout import (CACHE_DIR, CHECKPOINT_DIR, FORMAT, LOCK_FILE, MAN
                                METRICS_FILE, RESUME_FILE, RUN_FILE, STATE_DIR, STATUS_FILE)
 
 PACKAGES = ("interp", "torch", "transformer-lens", "numpy", "safetensors", "pandas")
+# the files that mark a folder of runs (`interp.forks.family.FAMILY_FILE`, `interp.sweeps.sweep.SWEEP_FILE`), named
+# when such a folder is opened as a run
+COLLECTIONS = (("forks.json", "a fork family", "interp fork status"), ("sweep.json", "a sweep", "interp sweep status"))
 STATES = ("done", "failed", "interrupted")
 
 
@@ -115,6 +118,10 @@ class Run:
             raise InterpError(f"{path} is a file, not a run folder")
         run_file = path / RUN_FILE
         if not run_file.exists():
+            for marker, kind, command in COLLECTIONS:  # a fork family or a sweep: say so, and where its runs are shown
+                if (path / marker).is_file():
+                    raise InterpError(f"{path} is {kind}, not a run folder (it has {marker}, no {RUN_FILE}): "
+                                      f"{command} {path} shows its runs; one of them is {path}/NAME")
             raise InterpError(f"{path} is not a run folder (it has no {RUN_FILE})")
         info = _read_json(run_file, "the run description")
         if not isinstance(info, dict):

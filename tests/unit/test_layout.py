@@ -165,7 +165,7 @@ FLOORS = (
     ("collections", ("interp.collections", "interp.sweeps", "interp.forks")),
     ("judgement", ("interp.mechanisms", "interp.reconcile")),
     ("presentation", ("interp.plots", "interp.display", "interp.report")),
-    ("entry", ("interp", "interp.cli", "interp.cli_fork", "interp.cli_sweep", "interp.cli_mechanisms")),
+    ("entry", ("interp", "interp.cli", "interp.cli_fork", "interp.cli_sweep", "interp.cli_mechanisms", "interp.cli_show")),
 )
 
 
