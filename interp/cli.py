@@ -28,13 +28,13 @@ except KeyboardInterrupt:
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and still exit status 2), and any negative
-    number (`--lr -1e-3`, not only `-1` and `-0.5`) is read as a value, so that its validation
-    says what is allowed."""
+    number (`--lr -1e-3`, not only `-1` and `-0.5`) or range starting with one (`--gamma-window
+    -5:100`) is read as a value, so that its validation says what is allowed."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|inf|infinity|nan)$",
-                                                   re.IGNORECASE)
+        number = r"(\d+\.?\d*|\.\d+)(e[-+]?\d+)?"
+        self._negative_number_matcher = re.compile(rf"^-({number}|inf|infinity|nan)(:[-+]?{number})?$", re.IGNORECASE)
 
     def error(self, message: str):  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -155,6 +155,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     names = registry.parse_only(args.only)
     registry.require_extras(names)  # an analysis whose pip extra is missing: one refusal, before any work
     options = {o.dest: getattr(args, o.dest, None) for o in registry.options()}
+    unused = [o for o in registry.options() if options[o.dest] is not None
+              and not any(o in registry.get(n).options for n in names)]
+    if unused:  # given for an analysis not asked for: said, never silently dropped
+        asked = f"--only {args.only}" if args.only else f"the default analyses ({', '.join(names)})"
+        users = {o.flag: ", ".join(e.name for e in registry.REGISTRY.values() if o in e.options) for o in unused}
+        _warn(f"{', '.join(f'--{flag} (of {who})' for flag, who in users.items())} ignored: not among {asked}")
     from interp.cli_sweep import EXECUTOR_FLAGS, cmd_analyze_sweep
     from interp.collections.folders import RUN, kind_of, open as open_folder
 
@@ -332,8 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     for option in registry.options():  # each analysis's own options, from its registry entry
         users = ", ".join(e.name for e in registry.REGISTRY.values() if option in e.options)
         p.add_argument("--" + option.flag, dest=option.dest, type=_typed(option), metavar=option.metavar,
-                       help=f"{option.help} [{users}]" + (f"; one or more of {', '.join(option.choices)}"
-                                                          if option.choices else ""))
+                       help=f"{option.help} [{users}]" + (f"; {'one or more' if option.several else 'one'} of "
+                                                          f"{', '.join(option.choices)}" if option.choices else ""))
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--no-cache", action="store_true", help="recompute everything, write nothing")
     p.add_argument("--json", action="store_true", help="findings and tables as JSON on stdout")

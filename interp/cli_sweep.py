@@ -268,8 +268,8 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
     print("\n".join("  " + line for line in circuit_lines(table)))
     for name, result in fits.results.items():
         print(f"  {name:<15} {result.summary()}")
-    for name, why in fits.problems.items():
-        print(f"  {name:<15} n/a: {why}")
+    for name, why in fits.problems.items():  # the fits' command, with this folder for SWEEP
+        print(f"  {name:<15} n/a: {why.replace('interp analyze SWEEP', f'interp analyze {sweep.path}')}")
     print("  the shuffle gap's lead under both definitions, on the same runs:")
     for line in [*map(lead_line, leads), published_lead_line()]:
         print(f"    {line}")

@@ -149,6 +149,33 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_pairs: int
     return {"edges": edges, "edges_curve": curve_df}
 
 
+def memory_bytes(run: Run, n_pairs: int, method: str, ig_steps: int) -> int:
+    """A generous estimate (about twice what was measured) of the memory of `at_step`'s attribution: one backward pass
+    over n_pairs x m interpolated rows (m = ig_steps for EAP-IG, 1 for EAP), each of the positions from z to the
+    decision position keeping every receiver's input, its shift and their gradients, the heads' outputs, the MLP's
+    and the attention pattern, in float32 for the forward and the backward."""
+    m, layout = run.spec.model, run.layout
+    positions = layout.decision_pos - layout.z_pos[0] + 1
+    receivers = 3 * m.n_heads + 1
+    per_position = m.n_layers * (4 * receivers * m.d_model + 4 * m.n_heads * m.d_model + 2 * m.d_mlp
+                                 + 2 * m.n_heads * layout.length + 4 * m.d_model)
+    rows = n_pairs * (ig_steps if method == "eap-ig" else 1)
+    return rows * positions * per_position * 4 * 2
+
+
+def check_fits(run: Run, params: dict, device: str) -> None:
+    """Refuse, before any work, an attribution that would not fit in `device`'s memory (`memory_bytes`: it grows
+    with n_pairs x ig_steps), in one line (`interp.devices.check_memory`)."""
+    from interp.devices import check_memory
+
+    p = check_params({**DEFAULTS, **params})
+    n_pairs, method, m = int(p["n_pairs"]), p["method"], p["ig_steps"]
+    check_memory(memory_bytes(run, n_pairs, method, m), device,
+                 f"the edges analysis ({method}, {n_pairs} pairs" + (f" x {m} interpolation steps" if method == "eap-ig"
+                                                                      else "") + ") needs about {need}",
+                 "lower --ig-steps or --n-pairs")
+
+
 across = across_of("edges")  # {table: DataFrame}
 METHOD = Option("edge-method", "method", "edges: attribution method (default: eap-ig)", parse_edge_method,
                 choices=("eap", "eap-ig"), metavar="eap|eap-ig")

@@ -123,6 +123,15 @@ def check_options(run: Run, entries, options: dict) -> None:
                 option.check(value, run.spec)
 
 
+def check_fits(run: Run, entries, options: dict, device: str) -> None:
+    """Each analysis whose module says what its work needs (a `check_fits(run, params, device)`: the edges' EAP-IG
+    memory) refuses, before any work, what `device` cannot hold."""
+    for entry in entries:
+        fits = entry.hook("check_fits")
+        if fits is not None:
+            fits(run, entry.params(options), device)
+
+
 def run_suite(
     run: Run,
     only=None,
@@ -155,6 +164,8 @@ def run_suite(
                 if isinstance(options.get(key), str):
                     options[key] = option.read(options[key])
     check_options(run, entries, options)
+    if compute:
+        check_fits(run, entries, options, device)
     store = ResultCache(run, enabled=cache)
     result = SuiteResult()
     plans: dict[str, list[tuple[int, str]]] = {}
