@@ -246,3 +246,27 @@ def test_the_edges_findings_state_how_far_from_tau(case, sources, tmp_path, caps
         assert fragment not in line, (fragment, line)
     code, out, _ = run_main(_fill([*EDGES, "--steps", steps, "--json"], folder, tmp_path), capsys)
     assert all(onset is not None for _, onset in _json(out)["findings"]["edges_first"])
+
+
+# ---------------------------------------------------------------------------- 17: forks log the author's columns
+def test_forks_log_the_authors_columns_as_runs_do(sources, tmp_path):
+    """A fork's rows at multiples of eval_every lacked train_loss_first and batch_shuffled_loss_first (a plain run's
+    have them), so the author's lead was never available for a family. Now every arm logs them: the minibatch arms
+    from their batches, full_batch from the training set its full gradient reads."""
+    from interp.forks.arms import parse_arms
+    from interp.forks.family import ForkFamily
+
+    plain = [json.loads(line) for line in (sources["run"] / "metrics.jsonl").read_text().splitlines()]
+    assert all("train_loss_first" in r and "batch_shuffled_loss_first" in r for r in plain if r["step"] in (20, 25))
+    family = ForkFamily.create(Run.open(sources["run"]), [20], parse_arms("minibatch,full_batch,lr:value=0.01"), [0], 10,
+                               tmp_path / "fam")
+    family.train(workers=1, progress=False)
+    for name in ("at20-minibatch-s0", "at20-full_batch-s0", "at20-lr_value0.01-s0"):
+        rows = [json.loads(line) for line in (family.path / name / "metrics.jsonl").read_text().splitlines()]
+        logged = [r for r in rows if r["step"] > 20 and r["step"] % 5 == 0]
+        assert [r["step"] for r in logged] == [25, 30], (name, [r["step"] for r in rows])
+        for r in logged:
+            for column in ("train_loss_first", "batch_shuffled_loss_first"):
+                assert isinstance(r.get(column), float) and r[column] > 0, (name, r["step"], column, r.get(column))
+    table = ForkFamily.open(family.path).table()
+    assert table["author_logged"].astype(bool).all(), table[["run", "author_logged"]]
