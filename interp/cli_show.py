@@ -1,4 +1,5 @@
-"""`interp show RUN` (a run's spec, saved steps, plateau and tau; `--relapse`, `--lead-definition`) and `interp ls
+"""`interp show RUN` (a run's spec, saved steps, plateau and tau, the environment of each training segment;
+`--relapse`, `--lead-definition`) and `interp ls
 FOLDER` (one line per run, sweep or fork family). Both read without torch; a damaged run is named on stderr as
 `interp ls` names it, and the command exits 1."""
 
@@ -25,10 +26,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     summary = run_summary(run)
     leads = [lead_under(run, d) for d in args.lead_definition or ()]  # docs/definitions.md, "The shuffle gap's lead"
     shown = relapse_shown(run, relapse) if relapse else None  # ((label, text), its JSON fields)
+    from interp.run_segments import describe, segments
+
+    trained = segments(run.info)  # the environment of each training segment (interp.run_segments)
     if args.json:
-        print(json.dumps({**summary, **({"leads": leads} if leads else {}), **(shown[1] if shown else {})}, indent=2))
+        print(json.dumps({**summary, **({"leads": leads} if leads else {}), **(shown[1] if shown else {}),
+                          "segments": trained}, indent=2))
     else:
-        print(as_text(run_rows(summary) + [lead_row(lead) for lead in leads] + ([shown[0]] if shown else [])))
+        print(as_text(run_rows(summary) + [lead_row(lead) for lead in leads] + ([shown[0]] if shown else [])
+                      + [("segment", describe(s)) for s in trained]))
     return 0
 
 

@@ -17,7 +17,8 @@ Layout of a run folder:
 Every file is written atomically (temporary file + rename; the writer removes temporaries a
 killed writer left). run.json carries the hash of its spec (and a fork's the hash of its fork block), so a
 hand-edited spec is refused; it also records how each training session ran (device, threads), which a replay
-of the optimizer state must match (`interp.replay`);
+of the optimizer state must match (`interp.replay`), and each training segment's environment (versions, threads,
+device, CPU capability: `interp.run_segments`), which a bit-exact continuation must match;
 the resume state records the run it belongs to (spec hash, seed, step, checkpoint hash). Checkpoints are safetensors and
 their hashes are checked on load; nothing is ever unpickled. Reading a run never takes the
 lock and never imports torch until a checkpoint is loaded (`interp ls` and `interp show`

@@ -21,6 +21,11 @@ the steps since the previous such row of the batches' first-token loss, from the
 and `batch_shuffled_loss_first` (the row's batch after its update, z permuted across its rows by the
 "inbatch_shuffle" stream); neither touches the weights or the batch order.
 
+Each training invocation records its segment's environment in run.json (versions, threads, device, CPU
+capability: `interp.run_segments`); a resume or a fork's first training in another environment than the one that
+made its starting state says so in one line (not bit-exact, its checkpoints still valid). A resume of a run that is
+already finished writes nothing.
+
 The loop drives the stepper it is given (`interp.steps.Stepping`, from a factory: by default
 `minibatch_stepper`, the plain run's step); it knows no other. A fork is trained with its own
 (`interp.forks.arm_steps.fork_stepper`), and a run with a fork block is refused without one.
@@ -29,12 +34,14 @@ The loop drives the stepper it is given (`interp.steps.Stepping`, from a factory
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
+from interp import run_segments
 from interp.checkpoints import load_params
 from interp.devices import is_allocation_failure
 from interp.errors import InterpError
@@ -180,6 +187,11 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
     if resume is not None and (start >= tspec.steps or stop_due(start)) and status.get("state") == "done":
         # a finished run resumed: nothing to train, nothing written (not even its status or run.json)
         return TrainResult(run, start, stop_due(start), float(status.get("wall_seconds") or base_seconds), trained=False)
+    segment = run_segments.current(start, device, torch.get_num_threads())
+    note = run_segments.continuation_note(run, start, segment) if resume is not None else None
+    if note is not None:  # continued elsewhere than the state was made: said once, before any step
+        print(note, file=sys.stderr)
+    run_segments.record(run, segment)
     run.record_training({"from_step": start, "device": torch.device(device).type,
                          "threads": torch.get_num_threads(), "compile": tspec.compile,
                          **({} if tspec.precision == "float32" else {"precision": tspec.precision})})
