@@ -125,6 +125,9 @@ def snap_to_saved(run: Run, target: float) -> int:
     return min(near, key=lambda s: (abs(s - target), s))
 
 
+RELATIVE_LABELS = {"pre": "τ/4", "mid": "τ", "post": "2τ"}
+
+
 def near_saved(run: Run, target: int | float, t: int | float) -> tuple[int, bool]:
     """(the saved step nearest `target`, whether it lies within STEP_SLACK tau of it)."""
     step = snap_to_saved(run, target)
@@ -239,9 +242,6 @@ def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int
         if after:
             chosen.add(after[0])
     return [(s, "") for s in sorted(chosen)]
-
-
-RELATIVE_LABELS = {"pre": "τ/4", "mid": "τ", "post": "2τ"}
 
 
 def beyond_note(label: str, target: float, last: int) -> str:
