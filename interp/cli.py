@@ -1,6 +1,8 @@
 """The `interp` command. Thin: it parses, calls the library and prints.
 
-Bad input exits with status 2 and one line on stderr; never a traceback. Ctrl-C exits with
+Bad input exits with status 2 and one line on stderr; never a traceback. A folder another live process
+writes (its writer's lock is held: `interp.files.LockHeld`) exits with status 1 and one line naming the
+holder, whichever command met it. Ctrl-C exits with
 status 130 and one line; a run folder this command made is removed unless it holds a checkpoint.
 """
 
@@ -16,6 +18,7 @@ try:  # Ctrl-C while the command starts up is one line too
     from pathlib import Path
 
     from interp.errors import InterpError
+    from interp.files import LockHeld
     from interp.presets import DEFAULT_PRESET
 except KeyboardInterrupt:
     print("interrupted", file=sys.stderr)
@@ -25,13 +28,13 @@ except KeyboardInterrupt:
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and still exit status 2), and any negative
-    number (`--lr -1e-3`, not only `-1` and `-0.5`) is read as a value, so that its validation
-    says what is allowed."""
+    number (`--lr -1e-3`, not only `-1` and `-0.5`) or range starting with one (`--gamma-window
+    -5:100`) is read as a value, so that its validation says what is allowed."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|inf|infinity|nan)$",
-                                                   re.IGNORECASE)
+        number = r"(\d+\.?\d*|\.\d+)(e[-+]?\d+)?"
+        self._negative_number_matcher = re.compile(rf"^-({number}|inf|infinity|nan)(:[-+]?{number})?$", re.IGNORECASE)
 
     def error(self, message: str):  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -136,77 +139,12 @@ def _train(run, device: str, args: argparse.Namespace, fresh: bool = False, resu
         print(f"\ninterrupted; continue with: interp train --resume --out {run.path}", file=sys.stderr)
         return 130
     note = " (stopped after the snap)" if result.stopped_early else ""
-    print(f"trained to step {result.last_step} in {result.seconds:.1f} s{note}", file=sys.stderr)
+    if result.trained:
+        print(f"trained to step {result.last_step} in {result.seconds:.1f} s{note}", file=sys.stderr)
+    else:
+        print(f"already finished at step {result.last_step}{note}: nothing to train, nothing written", file=sys.stderr)
     print(as_text(run_rows(run_summary(run))))
     return 0
-
-
-# ---------------------------------------------------------------------------- show / ls
-def cmd_show(args: argparse.Namespace) -> int:
-    from interp.runs import Run
-    from interp.summary import as_text, run_rows, run_summary
-
-    from interp.summary import lead_row, lead_under
-
-    from interp.forks.relapse import parse_relapse, relapse_shown  # torch-free; docs/forks.md, "Relapse"
-
-    relapse = None if args.relapse is None else parse_relapse(args.relapse)  # checked before the run is read
-    run = Run.open(args.run)
-    summary = run_summary(run)
-    leads = [lead_under(run, d) for d in args.lead_definition or ()]  # docs/definitions.md, "The shuffle gap's lead"
-    shown = relapse_shown(run, relapse) if relapse else None  # ((label, text), its JSON fields)
-    if args.json:
-        print(json.dumps({**summary, **({"leads": leads} if leads else {}), **(shown[1] if shown else {})}, indent=2))
-    else:
-        print(as_text(run_rows(summary) + [lead_row(lead) for lead in leads] + ([shown[0]] if shown else [])))
-    return 0
-
-
-def cmd_ls(args: argparse.Namespace) -> int:
-    from interp.collections.folders import discover
-    from interp.formatting import fmt
-
-    found = discover(args.folder)
-    root, summaries, sweep_rows, broken = found.root, found.runs, found.collections, found.broken
-    if args.json:
-        print(json.dumps(summaries + sweep_rows + [{"path": str(p), "error": e} for p, e in broken], indent=2))
-        return _ls_damaged(found)
-    if not summaries and not broken and not sweep_rows:
-        print(f"no runs or sweeps in {root}")
-        return 0
-    for row in sweep_rows:
-        if row["kind"] == "fork family":
-            print(f"{Path(row['path']).name:<24} fork family: {row['done']}/{row['forks']} forks done"
-                  + (f", {row['damaged']} damaged" if row.get("damaged") else "") + f", parent {row['parent']}")
-            continue
-        print(f"{Path(row['path']).name:<24} sweep: {row['runs']} runs ({row['done']} done, {row['running']} running, "
-              f"{row['failed']} failed" + (f", {row['damaged']} damaged" if row.get("damaged") else "")
-              + f"), axes {', '.join(row['axes'])}")
-    if not summaries and not broken:
-        return _ls_damaged(found)
-    header = f"{'run':<24} {'direction':<9} {'K':>3} {'D':>7} {'seed':>4} {'ckpts':>5} {'last':>7} " \
-             f"{'tau_half':>8} {'final Lc/logK':>13}"
-    print(header)
-    for s in summaries:
-        final = s.get("final_loss_cand")
-        final = None if final is None else final / s["log_k"]
-        print(f"{Path(s['path']).name:<24} {s['direction']:<9} {s['k']:>3} {s['dataset_size']:>7} "
-              f"{s['seed']:>4} {s['n_checkpoints']:>5} {fmt(s['last_step']):>7} "
-              f"{fmt(s['tau_half']):>8} {fmt(final, '.4f'):>13}")
-    for path, error in broken:
-        print(f"{path.name:<24} unreadable: {error}")
-    return _ls_damaged(found)
-
-
-def _ls_damaged(found) -> int:
-    """Name each damaged run `interp ls` listed (a lone run, a sweep's run, a family's fork) on stderr,
-    as the status commands do; the exit status: 1 when something is damaged or unreadable."""
-    for path, error in found.damaged:
-        name = path.relative_to(found.root) if path.is_relative_to(found.root) and path != found.root else path
-        print(f"interp: damaged run: {name}: {error}", file=sys.stderr)
-    if found.damaged:
-        print(f"interp: {len(found.damaged)} damaged run(s) listed", file=sys.stderr)
-    return 1 if found.broken or found.damaged else 0
 
 
 # ---------------------------------------------------------------------------- analyze
@@ -217,6 +155,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     names = registry.parse_only(args.only)
     registry.require_extras(names)  # an analysis whose pip extra is missing: one refusal, before any work
     options = {o.dest: getattr(args, o.dest, None) for o in registry.options()}
+    unused = [o for o in registry.options() if options[o.dest] is not None
+              and not any(o in registry.get(n).options for n in names)]
+    if unused:  # given for an analysis not asked for: said, never silently dropped
+        asked = f"--only {args.only}" if args.only else f"the default analyses ({', '.join(names)})"
+        users = {o.flag: ", ".join(e.name for e in registry.REGISTRY.values() if o in e.options) for o in unused}
+        _warn(f"{', '.join(f'--{flag} (of {who})' for flag, who in users.items())} ignored: not among {asked}")
     from interp.cli_sweep import EXECUTOR_FLAGS, cmd_analyze_sweep
     from interp.collections.folders import RUN, kind_of, open as open_folder
 
@@ -227,6 +171,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         raise InterpError(f"{', '.join(given)}: for a sweep folder; {args.run} is a run, analysed in this process")
     run = open_folder(args.run)
     check_device(args.device)
+    from interp.collections.states import log_damage
+
+    problem = log_damage(run)  # tau and every finding placed by it rest on the log: a damaged one is named, not read
+    if problem is not None:
+        print(f"interp: damaged run: {run.path}: {problem}", file=sys.stderr)
+        return 1
     from interp.analysis.findings import summary_rows
     from interp.analysis.suite import run_suite
     from interp.summary import as_text
@@ -369,14 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_override_flags(p)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("show", help="spec, saved steps, plateau height and tau of a run")
-    p.add_argument("run", type=path_arg("the run folder"), help="run folder")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--lead-definition", action="append", metavar="DEF", help="also show the shuffle gap's lead under "
-                   "DEF (repeatable): ours (tau_half, unbiased dz), author (l1_0.9, in-batch dz) or T_LOSS/DZ")
-    p.add_argument("--relapse", nargs="?", const="loss_cand>0.9logK,hold=200", metavar="CRITERION", help="also when a "
-                   "solved run relapsed: METRIC>THRESHOLD[,hold=STEPS] (default loss_cand>0.9logK,hold=200)")
-    p.set_defaults(func=cmd_show)
+    from interp.cli_show import add_ls_parser, add_show_parser
+
+    add_show_parser(sub)
 
     from interp.analysis import registry
 
@@ -393,8 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     for option in registry.options():  # each analysis's own options, from its registry entry
         users = ", ".join(e.name for e in registry.REGISTRY.values() if option in e.options)
         p.add_argument("--" + option.flag, dest=option.dest, type=_typed(option), metavar=option.metavar,
-                       help=f"{option.help} [{users}]" + (f"; one or more of {', '.join(option.choices)}"
-                                                          if option.choices else ""))
+                       help=f"{option.help} [{users}]" + (f"; {'one or more' if option.several else 'one'} of "
+                                                          f"{', '.join(option.choices)}" if option.choices else ""))
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--no-cache", action="store_true", help="recompute everything, write nothing")
     p.add_argument("--json", action="store_true", help="findings and tables as JSON on stdout")
@@ -435,10 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mechanism_parsers(sub)
 
-    p = sub.add_parser("ls", help="one line per run or sweep in a folder")
-    p.add_argument("folder", nargs="?", default="checkpoints", type=path_arg("the folder to list (default: checkpoints)"))
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_ls)
+    add_ls_parser(sub)
     return parser
 
 
@@ -486,6 +428,9 @@ def _main(argv: list[str] | None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except InterpError as exc:
+        if isinstance(exc, LockHeld):  # the input is fine, the folder is busy: 1, as `interp fork` says it
+            print(f"interp: {exc}", file=sys.stderr)
+            return 1
         print(f"interp: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # the file system refused (permissions, a full disk, a path under a file)

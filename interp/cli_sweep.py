@@ -262,14 +262,14 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
                           "not_applicable": fits.problems, "warnings": fits.warnings,
                           "lead_definitions": jsonable(leads), "run_notes": outcome.run_notes,
                           **({"edges": outcome.edges.to_dict()} if outcome.edges is not None else {})}, default=str))
-        return 1 if bad else 0
+        return 1 if report_damaged(table) or bad else 0  # a damaged run: named, left out, exit 1 (as ls, mechanisms)
     print(f"{sweep.path}: {len(outcome.results)} run(s) analysed ({outcome.computed} computed, {outcome.cached} "
           f"from cache) in {outcome.seconds:.1f} s; {len(outcome.skipped)} skipped")
     print("\n".join("  " + line for line in circuit_lines(table)))
     for name, result in fits.results.items():
         print(f"  {name:<15} {result.summary()}")
-    for name, why in fits.problems.items():
-        print(f"  {name:<15} n/a: {why}")
+    for name, why in fits.problems.items():  # the fits' command, with this folder for SWEEP
+        print(f"  {name:<15} n/a: {why.replace('interp analyze SWEEP', f'interp analyze {sweep.path}')}")
     print("  the shuffle gap's lead under both definitions, on the same runs:")
     for line in [*map(lead_line, leads), published_lead_line()]:
         print(f"    {line}")
@@ -284,11 +284,12 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
             print("\n".join(f"      {line}" for line in lines))
     for line in fits.warnings:
         print(f"interp: warning: {line}", file=sys.stderr)
+    damaged = report_damaged(table, name_them=False)  # each named once, above (left out of every fit): exit 1
     if bad:
         print(f"interp: {len(outcome.failed)} run(s) failed, {len(outcome.with_problems)} with steps that could not "
               "be analysed (see the run failures above and the notes by run)", file=sys.stderr)
         return 1
-    return 0
+    return damaged
 
 
 def add_parsers(sub) -> None:

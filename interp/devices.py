@@ -112,14 +112,19 @@ def check_fits(spec: RunSpec, device: str) -> None:
     from interp.precision import check_precision
 
     check_precision(spec.train.precision, device)
-    need, have = training_bytes(spec), available_bytes(device)
+    check_memory(training_bytes(spec), device,
+                 f"this run needs about {{need}} to train (batch_size {spec.train.batch_size}, d_model "
+                 f"{spec.model.d_model}, {spec.model.n_params(spec.task.sequence_length):,} parameters)",
+                 "lower batch_size or the model size")
+
+
+def check_memory(need: int, device: str, what: str, remedy: str) -> None:
+    """Refuse work estimated to need `need` bytes where `device` has less, before any is done: one line, `what` (its
+    "{need}" filled with the estimate in GiB), what the device has, and `remedy`."""
+    have = available_bytes(device)
     if have is not None and need > have:
         gib = 1024**3
-        raise InterpError(
-            f"this run needs about {need / gib:,.1f} GiB to train (batch_size {spec.train.batch_size}, "
-            f"d_model {spec.model.d_model}, {spec.model.n_params(spec.task.sequence_length):,} parameters) "
-            f"but {device} has {have / gib:,.1f} GiB; lower batch_size or the model size"
-        )
+        raise InterpError(f"{what.format(need=f'{need / gib:,.1f} GiB')} but {device} has {have / gib:,.1f} GiB; {remedy}")
 
 
 def is_allocation_failure(exc: BaseException) -> bool:

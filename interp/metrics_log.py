@@ -117,7 +117,7 @@ def check_complete(run) -> None:
     if last is None and not status and not (run.path / RESUME_FILE).exists():
         return  # a folder being made (a fork's first checkpoint is written before its first row): nothing trained
     if last is None or last < reached:
-        ends = "has no rows" if last is None else f"ends at step {last}"
+        ends = ("is missing" if not path.exists() else "has no rows") if last is None else f"ends at step {last}"
         raise InterpError(f"{path} {ends}, but {source} says the run reached step {reached}: the log lost its "
                           f"tail (restore it, or train the run again into a new folder); damaged, left out")
 

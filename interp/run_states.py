@@ -10,6 +10,7 @@ step and the hash of its checkpoint) and is refused, naming the file, when it do
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 from interp.errors import InterpError
@@ -154,15 +155,35 @@ def _steps_to_keep(keep, who: str = "drop_states") -> list[int]:
     return sorted(set(steps))
 
 
+@contextmanager
+def _as_writer(run):
+    """Hold `run`'s writer lock while its files are changed (kept when the caller already holds it): a folder another
+    live process writes (`interp train`, a fork being made) is refused with its holder (`interp.files.LockHeld`),
+    before anything is read or touched."""
+    held = run.is_writer
+    run.acquire()
+    try:
+        yield
+    finally:
+        if not held:
+            run.release()
+
+
 def drop_states(run, keep) -> list[int]:
     """Delete the states kept at every step but those in `keep` (one step, or an iterable of steps that keep
     one; a string is refused), and return the steps dropped: a run trained with --save-optimizer keeps about
     three times its float32 weights per checkpoint, and most uses need a few (the shipped demo keeps the one
-    at tau/2, where its forks start). `keep` is checked before anything is touched; the manifest then stops
-    listing the dropped states first, so an interruption leaves at worst unlisted files."""
+    at tau/2, where its forks start). `keep` is checked before anything is touched, and the run's writer lock is
+    held throughout (a run another process writes is refused, naming it); the manifest then stops listing the
+    dropped states first, so an interruption leaves at worst unlisted files."""
+    keep = _steps_to_keep(keep)
+    with _as_writer(run):
+        return _drop_states(run, keep)
+
+
+def _drop_states(run, keep: list[int]) -> list[int]:
     from interp.run_layout import FORMAT, MANIFEST_FILE
 
-    keep = _steps_to_keep(keep)
     kept = kept_steps(run)
     missing = [step for step in keep if step not in kept]
     if missing:
@@ -183,15 +204,21 @@ def drop_checkpoints(run, keep) -> list[int]:
     """Delete the saved checkpoints at every step but those in `keep` (one step, or an iterable of saved steps;
     a string is refused) and return the steps dropped. The last step and every step that keeps a state are
     always kept (a run resumes, and its forks start, there). How the shipped demo is thinned to its size (its
-    onsets read at 50 steps, the transition at 100): `keep` is checked before anything is touched; the manifest
-    then stops listing the dropped checkpoints first, so an interruption leaves at worst unlisted files. The
+    onsets read at 50 steps, the transition at 100): `keep` is checked before anything is touched, and the run's
+    writer lock is held throughout (a run another process writes is refused, naming it); the manifest then stops
+    listing the dropped checkpoints first, so an interruption leaves at worst unlisted files. The
     run's analysis cache is removed with them: an entry is keyed by its own checkpoint, and some analyses
     (trajectory) read the one saved before, which changes."""
+    keep = _steps_to_keep(keep, "drop_checkpoints")
+    with _as_writer(run):
+        return _drop_checkpoints(run, keep)
+
+
+def _drop_checkpoints(run, keep: list[int]) -> list[int]:
     import shutil
 
     from interp.run_layout import CACHE_DIR, FORMAT, MANIFEST_FILE
 
-    keep = _steps_to_keep(keep, "drop_checkpoints")
     manifest = run.manifest()
     unsaved = [step for step in keep if step not in manifest]
     if unsaved:

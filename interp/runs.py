@@ -17,7 +17,8 @@ Layout of a run folder:
 Every file is written atomically (temporary file + rename; the writer removes temporaries a
 killed writer left). run.json carries the hash of its spec (and a fork's the hash of its fork block), so a
 hand-edited spec is refused; it also records how each training session ran (device, threads), which a replay
-of the optimizer state must match (`interp.replay`);
+of the optimizer state must match (`interp.replay`), and each training segment's environment (versions, threads,
+device, CPU capability: `interp.run_segments`), which a bit-exact continuation must match;
 the resume state records the run it belongs to (spec hash, seed, step, checkpoint hash). Checkpoints are safetensors and
 their hashes are checked on load; nothing is ever unpickled. Reading a run never takes the
 lock and never imports torch until a checkpoint is loaded (`interp ls` and `interp show`
@@ -46,6 +47,9 @@ from interp.run_layout import (CACHE_DIR, CHECKPOINT_DIR, FORMAT, LOCK_FILE, MAN
                                METRICS_FILE, RESUME_FILE, RUN_FILE, STATE_DIR, STATUS_FILE)
 
 PACKAGES = ("interp", "torch", "transformer-lens", "numpy", "safetensors", "pandas")
+# the files that mark a folder of runs (`interp.forks.family.FAMILY_FILE`, `interp.sweeps.sweep.SWEEP_FILE`), named
+# when such a folder is opened as a run
+COLLECTIONS = (("forks.json", "a fork family", "interp fork status"), ("sweep.json", "a sweep", "interp sweep status"))
 STATES = ("done", "failed", "interrupted")
 
 
@@ -115,6 +119,10 @@ class Run:
             raise InterpError(f"{path} is a file, not a run folder")
         run_file = path / RUN_FILE
         if not run_file.exists():
+            for marker, kind, command in COLLECTIONS:  # a fork family or a sweep: say so, and where its runs are shown
+                if (path / marker).is_file():
+                    raise InterpError(f"{path} is {kind}, not a run folder (it has {marker}, no {RUN_FILE}): "
+                                      f"{command} {path} shows its runs; one of them is {path}/NAME")
             raise InterpError(f"{path} is not a run folder (it has no {RUN_FILE})")
         info = _read_json(run_file, "the run description")
         if not isinstance(info, dict):

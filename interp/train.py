@@ -21,6 +21,11 @@ the steps since the previous such row of the batches' first-token loss, from the
 and `batch_shuffled_loss_first` (the row's batch after its update, z permuted across its rows by the
 "inbatch_shuffle" stream); neither touches the weights or the batch order.
 
+Each training invocation records its segment's environment in run.json (versions, threads, device, CPU
+capability: `interp.run_segments`); a resume or a fork's first training in another environment than the one that
+made its starting state says so in one line (not bit-exact, its checkpoints still valid). A resume of a run that is
+already finished writes nothing.
+
 The loop drives the stepper it is given (`interp.steps.Stepping`, from a factory: by default
 `minibatch_stepper`, the plain run's step); it knows no other. A fork is trained with its own
 (`interp.forks.arm_steps.fork_stepper`), and a run with a fork block is refused without one.
@@ -29,12 +34,14 @@ The loop drives the stepper it is given (`interp.steps.Stepping`, from a factory
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
+from interp import run_segments
 from interp.checkpoints import load_params
 from interp.devices import is_allocation_failure
 from interp.errors import InterpError
@@ -62,6 +69,7 @@ class TrainResult:
     last_step: int
     stopped_early: bool  # stopped `stop_after_snap` steps after the snap (or `stop_after_exact`)
     seconds: float
+    trained: bool = True  # False: the run was already finished, and nothing was written
 
 
 def eval_subset(task: Task, spec: TrainSpec, seed: int) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -163,24 +171,35 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
                 raise InterpError(f"{run.path}: its resume state lacks the random stream {name!r}")
             gen.set_state(resume.generators[name])
         base_seconds = float(resume.extra.get("wall_seconds", 0.0))
-    run.record_training({"from_step": start, "device": torch.device(device).type,
-                         "threads": torch.get_num_threads(), "compile": tspec.compile,
-                         **({} if tspec.precision == "float32" else {"precision": tspec.precision})})
-    # a torn last line (a crash mid-write) and rows after the resume point are dropped
-    run.rewrite_metrics(start if resume is not None else -1)
-    run.clear_status()
-    logged = run.metric_series("loss_cand", "acc_exact")
+    logged = run.metric_series("loss_cand", "acc_exact")  # the rows training keeps: those up to the resume point
+    upto = [i for i, s in enumerate(logged["step"]) if resume is not None and s <= start]
+    logged = {name: [values[i] for i in upto] for name, values in logged.items()}
     history = [float(v) for v in logged["loss_cand"]]
     snap = next((s for s, v in zip(logged["step"], history) if v < SNAP_FRACTION * log_k), None)
     exact = next((s for s, v in zip(logged["step"], logged["acc_exact"]) if v >= EXACT_THRESHOLD), None)
-    if gradient_log is not None and resume is not None:
-        gradient_log.restart(resumed_dissipation(run, resume, stepping.origin))
 
     def stop_due(step: int) -> bool:
         """Stop `stop_after_snap` steps after the snap, or `stop_after_exact` after exact match >= 0.99."""
         return ((tspec.stop_after_snap is not None and snap is not None and step >= snap + tspec.stop_after_snap)
                 or (tspec.stop_after_exact is not None and exact is not None
                     and step >= exact + tspec.stop_after_exact))
+    status = run.status or {}
+    if resume is not None and (start >= tspec.steps or stop_due(start)) and status.get("state") == "done":
+        # a finished run resumed: nothing to train, nothing written (not even its status or run.json)
+        return TrainResult(run, start, stop_due(start), float(status.get("wall_seconds") or base_seconds), trained=False)
+    segment = run_segments.current(start, device, torch.get_num_threads())
+    note = run_segments.continuation_note(run, start, segment) if resume is not None else None
+    if note is not None:  # continued elsewhere than the state was made: said once, before any step
+        print(note, file=sys.stderr)
+    run_segments.record(run, segment)
+    run.record_training({"from_step": start, "device": torch.device(device).type,
+                         "threads": torch.get_num_threads(), "compile": tspec.compile,
+                         **({} if tspec.precision == "float32" else {"precision": tspec.precision})})
+    # a torn last line (a crash mid-write) and rows after the resume point are dropped
+    run.rewrite_metrics(start if resume is not None else -1)
+    run.clear_status()
+    if gradient_log is not None and resume is not None:
+        gradient_log.restart(resumed_dissipation(run, resume, stepping.origin))
     began = time.perf_counter()
     seconds = lambda: round(base_seconds + time.perf_counter() - began, 3)  # noqa: E731
     last_checkpoint = start if resume is not None else None

@@ -35,6 +35,9 @@ from interp.run_layout import METRICS_FILE
 TAU_KINDS = ("half", "window")
 # Steps relative to tau (docs/definitions.md, "Ablation"): pre = tau/4, mid = tau, post = 2 tau.
 RELATIVE_STEPS = {"pre": 0.25, "mid": 1.0, "post": 2.0}
+# A step named relative to tau (pre, tau/2, a transition fraction) is read at the saved (or analysed) step nearest its
+# target only when that step lies within STEP_SLACK tau of it; farther, it is left out and named (docs/definitions.md).
+STEP_SLACK = 0.15
 SNAP_FRACTION = 0.05  # candidate loss below this multiple of log K: snapped
 LEAVE_FRACTION = 0.95  # below this multiple of log K: left the plateau
 

@@ -402,7 +402,7 @@ def at_step(
 
 across = across_of("ablation", label=True)  # with a `label` column naming pre, mid, post
 METHOD = Option("method", "methods", "ablation methods, comma-separated (default: all three)", parse_methods,
-                choices=ABLATION_METHODS, metavar="M[,M...]")
+                choices=ABLATION_METHODS, metavar="M[,M...]", several=True)
 ENTRY = Analysis(
     "ablation", __name__, "zero, mean and resample ablation of every head and layer at tau/4, tau and 2 tau",
     steps="pre,mid,post", options=(METHOD, N_EXAMPLES), version=2, order=40, groups=(("circuits", 3),),

@@ -20,7 +20,7 @@ from interp.names import head_name  # noqa: F401  (re-exported)
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.task import Layout, Task
-from interp.transition import RELATIVE_STEPS, tau
+from interp.transition import RELATIVE_STEPS, STEP_SLACK, tau
 
 # torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
 # where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
@@ -125,6 +125,22 @@ def snap_to_saved(run: Run, target: float) -> int:
     return min(near, key=lambda s: (abs(s - target), s))
 
 
+RELATIVE_LABELS = {"pre": "τ/4", "mid": "τ", "post": "2τ"}
+
+
+def near_saved(run: Run, target: int | float, t: int | float) -> tuple[int, bool]:
+    """(the saved step nearest `target`, whether it lies within STEP_SLACK tau of it)."""
+    step = snap_to_saved(run, target)
+    return step, abs(step - target) <= STEP_SLACK * t
+
+
+def far_note(label: str, target: int | float, step: int, t: int | float) -> str:
+    """Why a step named relative to tau was left out: no checkpoint near its target."""
+    return (f"{label} (= step {target:.0f}) has no checkpoint within {STEP_SLACK:g} τ (τ = {t:g}): the nearest saved, "
+            f"step {step}, is {abs(step - target) / t:.2f} τ away; left out (give saved steps, or save checkpoints "
+            f"more densely)")
+
+
 def select_steps(run: Run, steps: int | str | Iterable | None = None,
                  notes: list[str] | None = None) -> list[tuple[int, str]]:
     """Resolve a step request to (saved step, label) pairs.
@@ -135,9 +151,12 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
     Integers must be saved steps (a clear error names the nearest otherwise). "pre", "mid",
     "post" are tau/4, tau and 2 tau snapped to the nearest saved step; they may be mixed with
     integers in a list or a comma-separated string. A relative step that lies beyond the
-    run's last checkpoint is left out (never snapped back onto the last step) and, given
-    `notes`, a sentence saying so is appended to it; each saved step appears at most once.
+    run's last checkpoint, or whose nearest saved step is more than STEP_SLACK tau from it, is
+    left out (never snapped back onto the last step, nor onto a far one) and, given `notes`, a
+    sentence saying so is appended to it; each saved step appears at most once. When every
+    requested step is left out, the InterpError says why for each.
     """
+    notes = [] if notes is None else notes
     available = saved_steps(run)
     if steps is None or steps == "all":
         return [(s, "") for s in available]
@@ -165,10 +184,13 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
                 )
             target = RELATIVE_STEPS[item] * t
             if target > available[-1]:
-                if notes is not None:
-                    notes.append(beyond_note(item, target, available[-1]))
+                notes.append(beyond_note(item, target, available[-1]))
                 continue
-            out.append((snap_to_saved(run, target), item))
+            step, near = near_saved(run, target, t)
+            if not near:
+                notes.append(far_note(f"{item} ({RELATIVE_LABELS[item]})", target, step, t))
+                continue
+            out.append((step, item))
         elif item == "last" or item == "first":
             out.append((run.resolve_step(item), item))
         else:
@@ -184,7 +206,7 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
     for step, label in out:  # one entry per saved step; labels of duplicates are joined
         seen[step] = label if step not in seen else "/".join(x for x in (seen[step], label) if x)
     if not seen:
-        raise InterpError("every requested step lies beyond the run: " + "; ".join(notes or []))
+        raise InterpError("no requested step can be read: " + "; ".join(notes))
     return list(seen.items())
 
 
@@ -193,7 +215,8 @@ TAU_FRACTIONS = (0.25, 0.5, 0.75, 0.97, 1.0, 1.5, 2.0)
 
 def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int, str]]:
     """Where per-group statistics are read: nearest saved steps to fractions of tau (those
-    within the run) and every saved step through the transition window."""
+    within the run and within STEP_SLACK tau of a saved step; the others are named in `notes`)
+    and every saved step through the transition window."""
     from interp.transition import facts
 
     available = saved_steps(run)
@@ -201,11 +224,16 @@ def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int
     if t is None:
         raise InterpError(f"the transition steps are relative to tau, but {run.path} never reaches 0.5 log K; "
                           f"give explicit steps instead")
-    chosen = {snap_to_saved(run, f * t) for f in TAU_FRACTIONS if f * t <= available[-1]}
+    near = {f: near_saved(run, f * t, t) for f in TAU_FRACTIONS if f * t <= available[-1]}
+    chosen = {step for step, close in near.values() if close}
     beyond = [f for f in TAU_FRACTIONS if f * t > available[-1]]
+    far = [f for f, (_, close) in near.items() if not close]
     if beyond and notes is not None:  # named, never dropped silently
         notes.append(f"transition steps at {', '.join(f'{f:g} τ' for f in beyond)} (τ = {t}) lie beyond the run "
                      f"(last step {available[-1]})")
+    if far and notes is not None:
+        notes.append(f"transition steps at {', '.join(f'{f:g} τ' for f in far)} (τ = {t}) have no checkpoint within "
+                     f"{STEP_SLACK:g} τ (nearest saved: {', '.join(str(near[f][0]) for f in far)}); left out")
     bounds = facts(run).window
     if bounds is not None:
         start, end = bounds
@@ -217,7 +245,7 @@ def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int
 
 
 def beyond_note(label: str, target: float, last: int) -> str:
-    multiple = {"pre": "τ/4", "mid": "τ", "post": "2τ"}.get(label, label)
+    multiple = RELATIVE_LABELS.get(label, label)
     return f"{label} ({multiple} = {target:.0f}) lies beyond the run (last step {last})"
 
 

@@ -34,7 +34,7 @@ from interp.errors import InterpError
 from interp.formatting import fmt
 from interp.presentable import html
 from interp.runs import Run
-from interp.transition import ONSET_M, facts, left_censored, onset, rise_onset, tau_or_none
+from interp.transition import ONSET_M, STEP_SLACK, facts, left_censored, onset, rise_onset, tau_or_none
 
 if TYPE_CHECKING or "torch" in sys.modules:
     from torch import nn
@@ -149,6 +149,33 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_pairs: int
     return {"edges": edges, "edges_curve": curve_df}
 
 
+def memory_bytes(run: Run, n_pairs: int, method: str, ig_steps: int) -> int:
+    """A generous estimate (about twice what was measured) of the memory of `at_step`'s attribution: one backward pass
+    over n_pairs x m interpolated rows (m = ig_steps for EAP-IG, 1 for EAP), each of the positions from z to the
+    decision position keeping every receiver's input, its shift and their gradients, the heads' outputs, the MLP's
+    and the attention pattern, in float32 for the forward and the backward."""
+    m, layout = run.spec.model, run.layout
+    positions = layout.decision_pos - layout.z_pos[0] + 1
+    receivers = 3 * m.n_heads + 1
+    per_position = m.n_layers * (4 * receivers * m.d_model + 4 * m.n_heads * m.d_model + 2 * m.d_mlp
+                                 + 2 * m.n_heads * layout.length + 4 * m.d_model)
+    rows = n_pairs * (ig_steps if method == "eap-ig" else 1)
+    return rows * positions * per_position * 4 * 2
+
+
+def check_fits(run: Run, params: dict, device: str) -> None:
+    """Refuse, before any work, an attribution that would not fit in `device`'s memory (`memory_bytes`: it grows
+    with n_pairs x ig_steps), in one line (`interp.devices.check_memory`)."""
+    from interp.devices import check_memory
+
+    p = check_params({**DEFAULTS, **params})
+    n_pairs, method, m = int(p["n_pairs"]), p["method"], p["ig_steps"]
+    check_memory(memory_bytes(run, n_pairs, method, m), device,
+                 f"the edges analysis ({method}, {n_pairs} pairs" + (f" x {m} interpolation steps" if method == "eap-ig"
+                                                                      else "") + ") needs about {need}",
+                 "lower --ig-steps or --n-pairs")
+
+
 across = across_of("edges")  # {table: DataFrame}
 METHOD = Option("edge-method", "method", "edges: attribution method (default: eap-ig)", parse_edge_method,
                 choices=("eap", "eap-ig"), metavar="eap|eap-ig")
@@ -211,11 +238,14 @@ def derive(run: Run, tables: dict) -> dict:
     return {"edges_onsets": onsets(tables["edges"]), "edges_circuit": circuits(tables["edges_curve"])}
 
 
-def first_edges(by_onset: pd.DataFrame, n: int = FIRST_SHOWN) -> pd.DataFrame:
+def first_edges(by_onset: pd.DataFrame, n: int = FIRST_SHOWN, dated: bool = True) -> pd.DataFrame:
     """The first `n` edges of `onsets(...)` among those in the circuit at some step (an edge that never is carries
-    little: its onset is that of noise); all edges where none ever is."""
+    little: its onset is that of noise); all edges where none ever is. With `dated`, only edges with a carried onset:
+    one without ("never", e.g. from a single analysed step) is not first by onset, and none is listed when none has
+    one (without it, they follow the dated ones, as the timeline's rows show their used onsets)."""
     circuit = by_onset[by_onset["ever_in_circuit"].astype(bool)]
-    return (circuit if len(circuit) else by_onset).head(n)
+    pool = circuit if len(circuit) else by_onset
+    return (pool[pool["carried_onset"].notna()] if dated else pool).head(n)
 
 
 POPULATIONS = ("circuit", "all")  # the edges `first_edge` judges among: those ever in the circuit, or all
@@ -339,17 +369,20 @@ def view(run: Run, tables: dict[str, pd.DataFrame] | None = None, cache: bool = 
 def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
     edges, curve = tables["edges"], tables["edges_curve"]
     first = first_edges(onsets(edges))
-    out = {"edges_method": str(edges["method"].iloc[0]),
-           "edges_first": [[str(r.edge), None if pd.isna(r.carried_onset) else int(r.carried_onset)]
-                           for r in first.itertuples()]}
-    if first["carried_censored"].astype(bool).any():  # a fork's edges already carried at its first step: bounds
-        out["edges_censored_at"] = int(edges["step"].min())
+    out = {"edges_method": str(edges["method"].iloc[0]), "edges_steps": int(edges["step"].nunique()),
+           "edges_first": [[str(r.edge), int(r.carried_onset)] for r in first.itertuples()]}
+    if "carried_censored" in first and first["carried_censored"].astype(bool).any():  # a fork's edges already
+        out["edges_censored_at"] = int(edges["step"].min())  # carried at its first step: bounds
     if t is not None:
         steps = sorted(curve["step"].unique())
         at = min(steps, key=lambda s: (abs(s - t), s))
-        row = circuits(curve[curve["step"] == at]).iloc[0]
-        out.update({"edges_tau_step": int(at), "edges_tau_size": None if math.isnan(row["size"]) else int(row["size"]),
-                    "edges_tau_faithfulness": None if math.isnan(row["faithfulness"]) else float(row["faithfulness"])})
+        if abs(at - t) > STEP_SLACK * t:  # no analysed step near tau: no circuit "at tau" (the nearest is named)
+            out.update({"edges_tau": int(t), "edges_tau_nearest": int(at)})
+        else:
+            row = circuits(curve[curve["step"] == at]).iloc[0]
+            out.update({"edges_tau": int(t), "edges_tau_step": int(at),
+                        "edges_tau_size": None if math.isnan(row["size"]) else int(row["size"]),
+                        "edges_tau_faithfulness": None if math.isnan(row["faithfulness"]) else float(row["faithfulness"])})
     head = found.get("routing_head")
     if head is not None and out["edges_first"]:  # the rule of the sweep's share (`first_edge`): one definition
         out["edges_routing_first"] = first_edge(onsets(edges), head)["routing_first"]
@@ -360,10 +393,18 @@ def rows(f: dict, tables: dict) -> Rows:
     if "edges_first" not in f:
         return []
     cut = f.get("edges_censored_at")
-    first = ", ".join(f"{e} ({'<= ' if cut is not None and s == cut else ''}{fmt(s, none='never')})"
-                      for e, s in f["edges_first"][:3])
-    text = f"{f['edges_method']}: first circuit edges by onset {first}"
+    first = ", ".join(f"{e} ({'<= ' if cut is not None and s == cut else ''}{s})" for e, s in f["edges_first"][:3])
+    steps = f.get("edges_steps")
+    text = (f"{f['edges_method']}: first circuit edges by onset {first}" if first else
+            f"{f['edges_method']}: no edge has an onset" + (f" ({steps} analysed step(s); an onset is a rise across "
+                                                            f"checkpoints)" if steps is not None else ""))
     if "edges_tau_step" in f:
-        text += (f"; circuit at step {f['edges_tau_step']} (nearest tau): {fmt(f['edges_tau_size'], none='-')} edges, "
+        t, at = f.get("edges_tau"), f["edges_tau_step"]
+        where = "at τ" if t is None or at == t else f"{abs(at - t)} steps {'after' if at > t else 'before'} τ = {t}"
+        text += (f"; circuit at step {at} ({where}): {fmt(f['edges_tau_size'], none='-')} edges, "
                  f"faithfulness {fmt(f['edges_tau_faithfulness'], '.2f')}")
+    elif "edges_tau_nearest" in f:
+        text += (f"; no circuit at τ = {f['edges_tau']}: no analysed step within {STEP_SLACK:g} τ of it (the nearest, "
+                 f"step {f['edges_tau_nearest']}, is {abs(f['edges_tau_nearest'] - f['edges_tau']) / f['edges_tau']:.2f} "
+                 f"τ away)")
     return [("edges", text)]

@@ -93,21 +93,26 @@ def share_above(
     """Share of groups with accuracy >= threshold at each fraction of tau (nearest analysed step).
 
     A fraction whose step lies beyond the last analysed step has `beyond` True and no step
-    (it is never snapped back onto the last checkpoint, which would show one checkpoint as two).
+    (it is never snapped back onto the last checkpoint, which would show one checkpoint as two);
+    one whose nearest analysed step lies more than STEP_SLACK tau from it has `far` True (its
+    step is given: the share there is not the share at that fraction).
     """
+    from interp.transition import STEP_SLACK
+
     steps = np.array(sorted(acc["step"].unique()))
     rows = []
     for f in fractions:
         target = f * tau
         if target > steps[-1]:
             rows.append({"fraction": f, "target_step": target, "step": pd.NA, "n_above": pd.NA,
-                         "n_groups": pd.NA, "share": float("nan"), "beyond": True})
+                         "n_groups": pd.NA, "share": float("nan"), "beyond": True, "far": False})
             continue
         step = int(steps[np.argmin(np.abs(steps - target) + 1e-9 * steps)])
         at = acc[acc["step"] == step]
         rows.append({"fraction": f, "target_step": target, "step": step,
                      "n_above": int((at["acc_cand"] >= threshold).sum()), "n_groups": len(at),
-                     "share": float((at["acc_cand"] >= threshold).mean()), "beyond": False})
+                     "share": float((at["acc_cand"] >= threshold).mean()), "beyond": False,
+                     "far": bool(abs(step - target) > STEP_SLACK * tau)})
     df = pd.DataFrame(rows)
     for column in ("step", "n_above", "n_groups"):
         df[column] = df[column].astype("Int64")
@@ -132,7 +137,8 @@ def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
         return {}
     out: dict = {}
     share = share_above(acc, t, fractions=(0.5,))
-    if not share.empty and not bool(share["beyond"].iloc[0]):  # tau/2 past the analysed steps: no share
+    # tau/2 past the analysed steps, or no analysed step near it (transition_steps named it): no share
+    if not share.empty and not bool(share["beyond"].iloc[0]) and not bool(share["far"].iloc[0]):
         out["groups_share_above_80_at_half_tau"] = float(share["share"].iloc[0])
         out["groups_half_tau_step"] = int(share["step"].iloc[0])
         out["groups_n"] = int(share["n_groups"].iloc[0])

@@ -59,6 +59,7 @@ class Option:
     choices: tuple[str, ...] = ()
     metavar: str | None = None
     check: Callable[[object, object], None] | None = None
+    several: bool = False  # takes a comma-separated list of its choices (else exactly one of them)
 
     @property
     def dest(self) -> str:
@@ -146,6 +147,9 @@ EDGE_METHODS = ("eap", "eap-ig")  # edge attribution: one gradient, or integrate
 def parse_edge_method(text) -> str:
     """An edge attribution method, one of EDGE_METHODS."""
     name = str(text).strip().lower()
+    if "," in name:
+        raise ValueError(f"takes one method, one of {', '.join(EDGE_METHODS)}, got {text!r} (the edges are cached per "
+                         f"method: run the analysis once for each)")
     if name not in EDGE_METHODS:
         raise ValueError(f"unknown edge attribution method {text!r}; allowed: {', '.join(EDGE_METHODS)}")
     return name

@@ -123,6 +123,15 @@ def check_options(run: Run, entries, options: dict) -> None:
                 option.check(value, run.spec)
 
 
+def check_fits(run: Run, entries, options: dict, device: str) -> None:
+    """Each analysis whose module says what its work needs (a `check_fits(run, params, device)`: the edges' EAP-IG
+    memory) refuses, before any work, what `device` cannot hold."""
+    for entry in entries:
+        fits = entry.hook("check_fits")
+        if fits is not None:
+            fits(run, entry.params(options), device)
+
+
 def run_suite(
     run: Run,
     only=None,
@@ -155,11 +164,24 @@ def run_suite(
                 if isinstance(options.get(key), str):
                     options[key] = option.read(options[key])
     check_options(run, entries, options)
+    if compute:
+        check_fits(run, entries, options, device)
     store = ResultCache(run, enabled=cache)
     result = SuiteResult()
     plans: dict[str, list[tuple[int, str]]] = {}
-    for entry in entries:
-        plans[entry.name] = select_steps(run, steps if steps is not None else entry.steps, notes=result.notes)
+    dropped: list[str] = []
+    for entry in list(entries):
+        try:
+            plans[entry.name] = select_steps(run, steps if steps is not None else entry.steps, notes=result.notes)
+        except InterpError as exc:  # its own default steps (e.g. pre, mid) none near a checkpoint: the others go on
+            if steps is not None or len(dropped) + 1 == len(names):
+                raise
+            named = str(exc).startswith("no requested step can be read")  # each step's reason is in the notes
+            result.notes.append(f"{entry.name} left out: " + (f"none of its steps ({entry.steps}) can be read (each "
+                                                              f"named above)" if named else str(exc)))
+            dropped.append(entry.name)
+            entries.remove(entry)
+            continue
         result.labels[entry.name] = {s: lab for s, lab in plans[entry.name] if lab}
     unreadable = result.unreadable
     routing: str | None = None
@@ -235,7 +257,7 @@ def run_suite(
             if labels and not df.empty:
                 df["label"] = df["step"].map(labels).fillna("")
             result.tables[name] = df
-    for name in result.missing:  # analyses left out whole (compute=False): no partial tables
+    for name in [*result.missing, *dropped]:  # analyses left out whole (compute=False, no step): no partial tables
         for table in registry.get(name).table_names:
             result.tables.setdefault(table, pd.DataFrame())
     for entry in entries:  # tables an analysis derives from its own (e.g. attention mass per segment)

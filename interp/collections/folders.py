@@ -1,11 +1,13 @@
 """What a folder holds, and `interp.open(path)`: a Run, a Sweep or a ForkFamily.
 
 The one rule, by the file that marks each kind: forks.json is a fork family, sweep.json a
-sweep, anything else is taken for a run folder, so a folder that is none of them gets the
+sweep (a folder holding two of forks.json, sweep.json and run.json is refused as ambiguous),
+anything else is taken for a run folder, so a folder that is none of them gets the
 run's own one-line error ("... is not a run folder (it has no run.json)", "no run folder at
 ..."). `discover(root)` is what `interp ls` lists: the runs, sweeps and fork families in a
 folder, each read without torch, and the ones that cannot be read or are damaged (a lone run, a
-sweep's run, a family's fork: `interp.collections.states`), with why.
+sweep's run, a family's fork: `interp.collections.states`), with why; a writer's temporary folder
+(".NAME.making.tmp", a fork being made or left by a kill) is none of them.
 """
 
 from __future__ import annotations
@@ -19,10 +21,20 @@ RUN, SWEEP, FAMILY = "run", "sweep", "fork family"
 
 
 def kind_of(path) -> str:
-    """"fork family", "sweep" or "run" (anything else: opening it as a run says what is wrong)."""
-    from interp.forks.design import is_family
-    from interp.sweeps.sweep import Sweep
+    """"fork family", "sweep" or "run" (anything else: opening it as a run says what is wrong). A folder marked as
+    two kinds at once (forks.json, sweep.json, run.json: two of them) is refused as ambiguous, never read as one."""
+    from interp.forks.design import FAMILY_FILE, is_family
+    from interp.runs import RUN_FILE, Run
+    from interp.sweeps.sweep import SWEEP_FILE, Sweep
 
+    marks = [(FAMILY_FILE, FAMILY), (SWEEP_FILE, SWEEP), (RUN_FILE, RUN)]
+    found = [(file, kind) for (file, kind), held in zip(marks, (is_family(path), Sweep.is_sweep(path), Run.is_run(path)))
+             if held]
+    if len(found) > 1:
+        files = " and ".join(file for file, _ in found)
+        raise InterpError(f"{path} holds both {files}: it is ambiguous ({' or '.join(kind for _, kind in found)}), so it "
+                          f"is not read as either; move one of them away (a run, a sweep and a fork family each need "
+                          f"their own folder)")
     if is_family(path):
         return FAMILY
     if Sweep.is_sweep(path):
@@ -71,6 +83,12 @@ def sweep_row(path) -> dict:
             "damaged_runs": {name: st.error for name, st in states.items() if st.state == "damaged"}}
 
 
+def leftover(path: Path) -> bool:
+    """Whether `path` is a writer's temporary (".NAME....tmp": a fork being made beside its folder, ".NAME.making.tmp",
+    or one a kill left behind), never a run, sweep or family of its own."""
+    return path.name.startswith(".") and path.name.endswith(".tmp")
+
+
 def discover(root) -> Listing:
     """The runs, sweeps and fork families in `root` (or `root` itself when it is one): inside a
     sweep, its runs; inside a fork family, the family. Never loads torch."""
@@ -84,17 +102,18 @@ def discover(root) -> Listing:
     if not root.is_dir():
         raise InterpError(f"no folder at {root}")
     points = {}  # inside a sweep, its runs' states against its design (a run whose spec is not its point's is damaged)
+    inside = sorted(p for p in root.iterdir() if not leftover(p))
     if Sweep.is_sweep(root):
-        paths = sorted(p for p in root.iterdir() if Run.is_run(p))
+        paths = [p for p in inside if Run.is_run(p)]
         sweeps = []
         try:
             points = Sweep.open(root).states()
         except InterpError:
             pass
     else:
-        paths = [root] if Run.is_run(root) else sorted(p for p in root.iterdir() if Run.is_run(p))
-        sweeps = sorted(p for p in root.iterdir() if Sweep.is_sweep(p))
-    families = [root] if is_family(root) else sorted(p for p in root.iterdir() if is_family(p))
+        paths = [root] if Run.is_run(root) else [p for p in inside if Run.is_run(p)]
+        sweeps = [p for p in inside if Sweep.is_sweep(p)]
+    families = [root] if is_family(root) else [p for p in inside if is_family(p)]
     out = Listing(root)
     for path in paths:
         try:

@@ -82,12 +82,29 @@ def _check_files(run: Run) -> dict | None:
         size = entry.get("bytes")
         if isinstance(size, int) and file.stat().st_size != size:
             raise InterpError(f"{file} has {file.stat().st_size} bytes; manifest.json says {size}")
+    _check_log(run, status)
+    return status
+
+
+def _check_log(run: Run, status: dict | None) -> None:
+    """Refuse a metrics log gone from a run that trained, unreadable, or cut short (an InterpError naming it)."""
     if not (run.path / METRICS_FILE).exists() and run.steps and (status is not None or (run.path / RESUME_FILE).exists()):
         raise InterpError(f"{run.path / METRICS_FILE} is missing, but the run has checkpoints up to step "
                           f"{run.steps[-1]}: its history is lost")
     run.metric_rows()
     metrics_log.check_complete(run)  # a log that lost its tail: damaged, never censored
-    return status
+
+
+def log_damage(run: Run) -> str | None:
+    """Why `run`'s metrics log cannot be trusted (gone, unreadable, lost its tail: everything read from it, tau
+    first, would be wrong), or None; a run another process is writing is not judged (its log is growing)."""
+    if run.writing:
+        return None
+    try:
+        _check_log(run, run.status)
+    except InterpError as exc:
+        return str(exc)
+    return None
 
 
 def examine(path: str | Path, want: RunSpec | None) -> PointState:

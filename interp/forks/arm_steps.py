@@ -15,6 +15,11 @@ too (`gamma_steps`, `gamma_ratios`: lists in the row), for the median over a ran
 pass (about D / batch_size minibatch steps) at every step of the window for the minibatch arms;
 the full-gradient arms compute g anyway.
 
+Every arm logs the author's columns as a plain run does (`interp.train`: `train_loss_first` and
+`batch_shuffled_loss_first` at multiples of eval_every): the minibatch arms from their minibatch step, the
+explicit arms from the whole training set their full gradient reads (its first-token CE, and the set with z
+permuted across its rows).
+
 Every arm also logs the gradient columns of plain training (`interp.steps.GradientLog`:
 grad_norm, grad_sq_mean, dissipation) for the gradient its first moment sees: g_B for the
 minibatch arms (through their `MinibatchStep`), the first-moment gradient of `gradients` for
@@ -34,7 +39,7 @@ import torch
 
 from interp.errors import InterpError
 from interp.forks.arms import Arm, arm_of
-from interp.metrics import batch_loss
+from interp.metrics import batch_loss, batch_loss_and_first
 from interp.optimizer import drop_shadow, explicit_step, shadow_step
 from interp.steps import MinibatchStep, Stepping
 
@@ -47,14 +52,22 @@ def minibatch_gradient(forward, params: list, tokens, loss_pos) -> tuple[torch.T
     return loss.detach(), list(torch.autograd.grad(loss, params))
 
 
-def full_gradient(forward, params: list, tokens, loss_pos, chunk: int = FULL_CHUNK) -> tuple[torch.Tensor, list]:
-    """The gradient of the mean loss over every row of `tokens`, in chunks (each weighted by its share)."""
+def full_gradient(forward, params: list, tokens, loss_pos, chunk: int = FULL_CHUNK,
+                  first: torch.Tensor | None = None) -> tuple[torch.Tensor, list]:
+    """The gradient of the mean loss over every row of `tokens`, in chunks (each weighted by its share). Given
+    `first` (a float64 scalar on the device), the rows' mean first-token cross-entropy is added to it, from the same
+    logits (`batch_loss_and_first`: the same operations as `batch_loss`, so the same gradient bit for bit)."""
     n = tokens.shape[0]
     total = [torch.zeros_like(p) for p in params]
     loss_sum = torch.zeros((), device=tokens.device)
     for lo in range(0, n, chunk):
         part = tokens[lo : lo + chunk]
-        loss = batch_loss(forward, part, loss_pos) * (part.shape[0] / n)
+        if first is None:
+            loss = batch_loss(forward, part, loss_pos) * (part.shape[0] / n)
+        else:
+            loss, loss_first = batch_loss_and_first(forward, part, loss_pos)
+            loss = loss * (part.shape[0] / n)
+            first.add_(loss_first.double() * (part.shape[0] / n))
         for acc, g in zip(total, torch.autograd.grad(loss, params)):
             acc.add_(g)
         loss_sum += loss.detach()
@@ -78,6 +91,10 @@ class ArmStep:
         self.sums = [0.0, 0.0, 0]
         self.per_step: list[tuple[int, float | None]] = []  # (step, ||u - s||^2 / ||s||^2) since the last row
         self.log = getattr(minibatch_step, "log", None)  # shared with the minibatch step: one dissipation
+        # the author's columns (SPEC 9.1) of an explicit arm, whose "batch" is the whole training set (its full
+        # gradient's first-token CE, summed over the window's steps); the other arms' are the minibatch step's
+        self.first_sum, self.first_count = torch.zeros((), dtype=torch.float64, device=device), 0
+        self.full_rows: torch.Tensor | None = None
 
     def _batch(self):
         idx = torch.randint(self.tokens.shape[0], (self.batch_size,), generator=self.gen["batches"])
@@ -85,8 +102,30 @@ class ArmStep:
 
     # what an arm's `gradients` is handed
     def full_gradient(self) -> tuple[torch.Tensor, list]:
-        """(mean loss, g) over the whole training set."""
-        return full_gradient(self.forward, self.params, self.tokens, self.loss_pos)
+        """(mean loss, g) over the whole training set (its first-token CE kept for the author's columns)."""
+        first = torch.zeros((), dtype=torch.float64, device=self.device)
+        loss, g = full_gradient(self.forward, self.params, self.tokens, self.loss_pos, first=first)
+        if bool(torch.isfinite(loss)):
+            self.first_sum.add_(first)
+            self.first_count += 1
+            self.full_rows = torch.arange(self.tokens.shape[0])
+        return loss, g
+
+    @property
+    def last_batch(self) -> torch.Tensor | None:
+        """The rows of the latest step (the author's in-batch dz, `interp.train`): the minibatch step's, or for an
+        explicit arm the whole training set, which its full gradient reads."""
+        return self.full_rows if self.arm.explicit else self.minibatch_step.last_batch
+
+    def first_window(self) -> dict:
+        """`train_loss_first` since the last call, as a plain run logs it (`MinibatchStep.first_window`): the minibatch
+        step's, or for an explicit arm the mean over the window's steps of its full gradient's first-token CE."""
+        if not self.arm.explicit:
+            return self.minibatch_step.first_window()
+        out = {"train_loss_first": float(self.first_sum) / self.first_count} if self.first_count else {}
+        self.first_sum.zero_()
+        self.first_count = 0
+        return out
 
     def minibatch_gradient(self) -> tuple[torch.Tensor, list]:
         """(loss, g_B) of one minibatch drawn from the fork's batch stream."""

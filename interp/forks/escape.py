@@ -1,8 +1,11 @@
 """When a fork has escaped: the escape criterion, and the Gamma range its per-step median is taken over.
 
-A criterion is `METRIC<THRESHOLD[,hold=STEPS]` (or `>` for a metric that rises, such as an
-accuracy). METRIC is an evaluated column of metrics.jsonl (`interp.names.METRICS`); THRESHOLD is
-absolute ("loss_first<3.0", nats) or in units of log K ("loss_cand<0.5logK"). A fork escapes at
+A criterion is `METRIC<THRESHOLD[,hold=STEPS]` for a loss (it falls as a run learns), `METRIC>THRESHOLD`
+for an accuracy or a shuffle gap (they rise); the other way round is refused, as are log K units on a
+metric that is no loss and an accuracy threshold outside 0..1 (`check_sense`; a relapse criterion,
+`interp.forks.relapse`, goes the other way). METRIC is an evaluated column of metrics.jsonl
+(`interp.names.METRICS`); THRESHOLD is absolute ("loss_first<3.0", nats) or, for a loss, in units of
+log K ("loss_cand<0.5logK"). A fork escapes at
 the first evaluation at or after the fork step that starts a held stretch: every evaluation from
 it through it + hold steps is past the threshold (hold 0: that evaluation alone). A stretch
 whose hold runs past the last evaluation is not known to hold: a finished fork without a held
@@ -29,6 +32,12 @@ from interp.errors import InterpError
 from interp.names import METRICS
 
 LOG_K = "logK"
+# Each metric's direction as a run learns: the losses fall (and are read in nats or in units of log K, the marginal's
+# loss), the accuracies (in 0..1) and the shuffle gaps rise. An escape is written the way the metric moves as the run
+# learns, a relapse the other way; a criterion written the wrong way round, or log K units on a metric that is no
+# loss, would be met at once or never, and is refused.
+LOSSES = ("loss", "loss_first", "loss_cand", "loss_cand_first")
+ACCURACIES = ("acc_first", "acc_cand", "acc_exact")
 _FORM = "METRIC<THRESHOLD[,hold=STEPS]"
 _PATTERN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*([<>])\s*([^,]*?)\s*(?:,\s*(.*?)\s*)?$")
 _NUMBER = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(\*?\s*logK)?$", re.IGNORECASE)
@@ -78,13 +87,38 @@ DEFAULT = EscapeCriterion()
 AUTHOR = EscapeCriterion("loss_first", "<", 3.0, False, 500)
 
 
-def parse_escape(text: str | EscapeCriterion | None) -> EscapeCriterion:
-    """A criterion from its text (None: the default); one clear error naming what is wrong and what is allowed."""
+def learning_op(metric: str) -> str:
+    """The way `metric` moves as a run learns: "<" for a loss, ">" for an accuracy or a shuffle gap."""
+    return "<" if metric in LOSSES else ">"
+
+
+def check_sense(c: EscapeCriterion, flag: str = "--escape") -> None:
+    """Refuse a criterion read the wrong way for `flag` (an escape: the way the metric moves as a run learns;
+    --relapse: the other way), log K units on a metric that is no loss, an accuracy threshold outside 0..1."""
+    where = f"{flag} {c.text!r}"
+    want = learning_op(c.metric) if flag == "--escape" else {"<": ">", ">": "<"}[learning_op(c.metric)]
+    if c.op != want:
+        moves = "falls" if c.metric in LOSSES else "rises"
+        what = "an escape" if flag == "--escape" else "a relapse"
+        raise InterpError(f"{where}: {c.metric} {moves} as a run learns, so {what} is {c.metric}{want}THRESHOLD; "
+                          f"{c.metric}{c.op}... reads it the wrong way round (met at once, or never)")
+    if c.in_log_k and c.metric not in LOSSES:
+        raise InterpError(f"{where}: log K units are for the losses ({', '.join(LOSSES)}); give {c.metric}'s "
+                          f"threshold as a plain number" + (" in 0..1" if c.metric in ACCURACIES else " (nats)"))
+    if c.metric in ACCURACIES and not 0 < c.threshold < 1:
+        raise InterpError(f"{where}: {c.metric} is a fraction in 0..1; a threshold of {c.threshold:g} is met at once "
+                          f"or never: give one strictly between 0 and 1")
+
+
+def parse_escape(text: str | EscapeCriterion | None, flag: str = "--escape") -> EscapeCriterion:
+    """A criterion from its text (None: the default); one clear error naming what is wrong and what is allowed,
+    the way the metric moves and its units checked for `flag` (`check_sense`)."""
     if text is None:
         return DEFAULT
     if isinstance(text, EscapeCriterion):
+        check_sense(text, flag)
         return text
-    where = f"--escape {text!r}"
+    where = f"{flag} {text!r}"
     match = _PATTERN.match(str(text))
     if not match:
         raise InterpError(f"{where} is not a criterion: write {_FORM}, e.g. loss_cand<0.5logK or "
@@ -105,7 +139,9 @@ def parse_escape(text: str | EscapeCriterion | None) -> EscapeCriterion:
             raise InterpError(f"{where}: after the threshold only hold=STEPS (a whole number >= 0) may follow, "
                               f"got {rest!r}")
         hold = int(steps)
-    return EscapeCriterion(metric, op, threshold, bool(number.group(2)), hold)
+    criterion = EscapeCriterion(metric, op, threshold, bool(number.group(2)), hold)
+    check_sense(criterion, flag)
+    return criterion
 
 
 def criterion_of(design: dict) -> EscapeCriterion:

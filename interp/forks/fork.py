@@ -30,10 +30,11 @@ DEFAULT_GAMMA_WINDOW = 200
 
 def resolve_at(run, at, relapse=None) -> int:
     """A saved step from an int, "tau/2" (any tau/N or F*tau), "pre"/"mid"/"post", "first"/"last":
-    relative ones are snapped to the nearest saved step, as the analyses do; "relapse": the state
+    relative ones are snapped to the nearest saved step, as the analyses do (refused when it lies more than
+    STEP_SLACK tau from its target: `interp.analysis.common.near_saved`); "relapse": the state
     nearest at or after the run's relapse under `relapse` (a criterion; None: the default),
     `interp.forks.relapse.relapse_at`; "relapse+H": the same H steps into the relapse (still relapsed)."""
-    from interp.analysis.common import select_steps, snap_to_saved
+    from interp.analysis.common import far_note, near_saved, select_steps
     from interp.transition import tau
 
     text = str(at).strip().replace(" ", "")
@@ -57,7 +58,10 @@ def resolve_at(run, at, relapse=None) -> int:
         target = factor * t
         if target > run.steps[-1]:
             raise InterpError(f"--at {at} = step {target:g} lies beyond {run.path} (last saved step {run.steps[-1]})")
-        return snap_to_saved(run, target)
+        step, near = near_saved(run, target, t)
+        if not near:
+            raise InterpError(f"--at {far_note(str(at), target, step, t).replace('; left out', '')}")
+        return step
     if isinstance(at, str) and not re.fullmatch(r"-?\d+|pre|mid|post|first|last", text):
         raise InterpError(f"--at {at!r}: give a saved step, tau/N, F*tau, pre, mid, post, first, last, relapse or "
                           f"relapse+H")

@@ -30,11 +30,9 @@ SOLVED_FRACTION = 0.05  # Lc below this multiple of log K: solved (the snap, int
 
 
 def parse_relapse(text: str | EscapeCriterion | None) -> EscapeCriterion:
-    """The relapse criterion from its text (None: DEFAULT_RELAPSE), with errors that name --relapse."""
-    try:
-        return parse_escape(DEFAULT_RELAPSE if text is None else text)
-    except InterpError as exc:
-        raise InterpError(str(exc).replace("--escape", "--relapse", 1)) from None
+    """The relapse criterion from its text (None: DEFAULT_RELAPSE), with errors that name --relapse: its metric
+    read the way it moves as a run unlearns (a loss rises, an accuracy falls; `interp.forks.escape.check_sense`)."""
+    return parse_escape(DEFAULT_RELAPSE if text is None else text, flag="--relapse")
 
 
 def solved_step(steps, loss_cand, log_k: float) -> int | None:

@@ -174,7 +174,7 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
     from tqdm.auto import tqdm
 
     from interp.analysis import registry
-    from interp.analysis.suite import check_options as check_analysis_options
+    from interp.analysis.suite import check_fits, check_options as check_analysis_options
     from interp.sweeps.circuit_fits import circuit_fits
 
     check_options(backend, workers, threads, cpus_per_run, gpus_per_run)
@@ -197,6 +197,7 @@ def analyze_sweep(sweep, only=None, steps=None, options: dict | None = None, bac
                     options[key] = option.read(options[key])
     for name in todo:
         check_analysis_options(sweep.run(name), entries, options)
+        check_fits(sweep.run(name), entries, options, device)  # each run's memory, before any is analysed
     request = {"only": list(names), "steps": steps, "options": options, "cache": cache, "wait": False}
     jobs = [Job(analyze_point, str(sweep.path / name), request) for name in todo]
     out = SweepAnalysis(skipped=skipped)

@@ -42,7 +42,6 @@ FINDINGS = {
 }
 TEXT_COLUMNS = ("routing_head", "ablation_method")
 CIRCUIT_COLUMNS = (*FINDINGS, "circuits_reason")
-ANALYZE_HINT = "interp analyze SWEEP"
 
 
 def empty_row(reason: str | None) -> dict:
@@ -72,13 +71,14 @@ def circuit_row(run, state: str, censored: bool) -> dict:
         if value is not None:
             row[column] = value if column in TEXT_COLUMNS else float(value)
     reasons = []
+    hint = f"interp analyze {run.path.parent}"  # the sweep's (or the family's) folder, which holds the run
     damaged = {name: result.damaged[name] for name in result.missing if result.damaged.get(name)}
     if damaged:  # entries the cache refused: named as damaged, never as not analysed
         notes = "; ".join(note for by_step in damaged.values() for note in by_step.values())
-        reasons.append(f"damaged cache entries: {notes} (recompute them: {ANALYZE_HINT})")
+        reasons.append(f"damaged cache entries: {notes} (recompute them: {hint})")
     unanalysed = [name for name, steps in result.missing.items() if not set(steps) <= set(damaged.get(name, {}))]
     if unanalysed:
-        reasons.append(f"not analysed: {', '.join(unanalysed)} (run: {ANALYZE_HINT})")
+        reasons.append(f"not analysed: {', '.join(unanalysed)} (run: {hint})")
     if row["routing_head"] is not None:
         for column, label in (("carried_attn_onset", "attention to z"), ("carried_share_onset", "z-share"),
                               ("used_ablation_onset", "ablation cost"), ("used_patching_onset", "patching")):

@@ -9,9 +9,11 @@ undefined are named with why and left out.
 
 - The circuit at tau: the edges `in_circuit` (the smallest top-|score| set reaching the faithfulness target) at the
   cached step nearest tau_half (ties: the earlier), as the run's own edges findings choose it. Undefined (the run is
-  left out of the overlap) where the target is not reached or clean and corrupted LD are within 0.1 nats.
+  left out of the overlap) where the target is not reached, clean and corrupted LD are within 0.1 nats, or no cached
+  step lies within STEP_SLACK (0.15) tau of tau_half.
 - Overlap: the Jaccard index |A & B| / |A | B| of every pair of runs' circuits; the mean over all pairs, over pairs
-  at the same K (across seeds) and over pairs at different K, each with a percentile interval of a bootstrap that
+  at the same K (labelled with what they differ in: seeds, a family's fork steps and arms, a sweep's other axes)
+  and over pairs at different K, each with a percentile interval of a bootstrap that
   resamples runs (a pair of two draws of one run is left out; `bootstrap.N_BOOT` replicates, the `bootstrap`
   stream). No interval with fewer than 3 runs (two runs give every replicate the one value), nor where fewer than
   half the replicates hold a pair of that kind (`bootstrap.quantiles`).
@@ -42,9 +44,25 @@ from interp.sweeps.bootstrap import N_BOOT, check_level, quantiles
 from interp.sweeps.circuit_fits import wilson
 from interp.sweeps.fits import ci_str, fmt, jsonable
 
-COMMAND = "interp analyze SWEEP --only edges"  # what fills the caches this reads
+COMMAND = "interp analyze SWEEP --only edges"  # what fills the caches this reads (SWEEP: the folder, when known)
 GROUPS = ("all", "same_k", "across_k")
-GROUP_TEXT = {"all": "all pairs", "same_k": "same K, across seeds", "across_k": "across K"}
+GROUP_TEXT = {"all": "all pairs", "same_k": "same K", "across_k": "across K"}
+# what a point's values are called in the "same K, across ..." label (a sweep's axes, a family's fork step, arm, seed)
+VARIED = {"seed": "seeds", "step": "fork steps", "arm": "arms"}
+
+
+def varied_within_k(records: list[dict]) -> list[str]:
+    """What the pairs at the same K differ in (their points' values besides K: seeds, a family's fork steps and
+    arms, a sweep's other axes), as the label's words; a record without `point` (made without its sweep) differs
+    in its seed, as a sweep of seeds does."""
+    found: dict[str, None] = {}
+    for i, a in enumerate(records):
+        for b in records[i + 1:]:
+            if a["k"] != b["k"]:
+                continue
+            pa, pb = a.get("point") or {"seed": a["seed"]}, b.get("point") or {"seed": b["seed"]}
+            found.update(dict.fromkeys(k for k in (*pa, *(k for k in pb if k not in pa)) if pa.get(k) != pb.get(k)))
+    return [VARIED.get(k, k) for k in found]
 
 
 def circuit_at(edges: pd.DataFrame, curve: pd.DataFrame, tau: int | float) -> dict:
@@ -52,26 +70,35 @@ def circuit_at(edges: pd.DataFrame, curve: pd.DataFrame, tau: int | float) -> di
     faithfulness and its edge set (empty when undefined)."""
     from interp.analysis.edges import circuits
 
+    from interp.transition import STEP_SLACK
+
     steps = sorted(set(curve["step"]) & set(edges["step"]))
     at = min(steps, key=lambda s: (abs(s - tau), s))
+    if abs(at - tau) > STEP_SLACK * tau:  # no cached step near tau: no circuit at tau (the run's findings say the same)
+        return {"tau_step": int(at), "size": None, "faithfulness": None, "circuit": frozenset(),
+                "why_undefined": f"no cached step within {STEP_SLACK:g} τ of tau_half = {tau:g} (the nearest is step {at})"}
     row = circuits(curve[curve["step"] == at]).iloc[0]
     size = None if math.isnan(row["size"]) else int(row["size"])
     part = edges[edges["step"] == at]
     members = frozenset(part.loc[part["in_circuit"].astype(bool), "edge"].astype(str)) if size is not None else frozenset()
     return {"tau_step": int(at), "size": size, "faithfulness": None if size is None else float(row["faithfulness"]),
-            "circuit": members}
+            "circuit": members, "why_undefined": None if size is not None else (
+                f"no circuit at step {at} (nearest tau): the faithfulness target is not reached or clean and corrupted "
+                f"LD are within 0.1 nats")}
 
 
 def run_record(name: str, tables: dict, tau: int | float, k=math.nan, seed=math.nan, head: str | None = None,
-               population: str = "circuit", n_checkpoints: int | None = None) -> dict:
+               population: str = "circuit", n_checkpoints: int | None = None, command: str = COMMAND,
+               point: dict | None = None) -> dict:
     """One run's row: its circuit at tau and whether its routing head's edges form first (`tables`: the
-    cached "edges" and "edges_curve")."""
+    cached "edges" and "edges_curve"); `point`: its values in the sweep or family besides K (what pairs differ in)."""
     from interp.analysis.edges import onsets
 
     edges, curve = tables["edges"], tables["edges_curve"]
     return {"run": name, "k": k, "seed": seed, "method": str(edges["method"].iloc[0]), "tau": float(tau),
             "steps_cached": int(edges["step"].nunique()), "n_checkpoints": n_checkpoints, "routing_head": head,
-            **circuit_at(edges, curve, tau), **first_edge(onsets(edges), head, population, COMMAND)}
+            **({"point": dict(point)} if point is not None else {}),
+            **circuit_at(edges, curve, tau), **first_edge(onsets(edges), head, population, command)}
 
 
 def jaccard(a: frozenset, b: frozenset) -> float:
@@ -135,6 +162,8 @@ class EdgeOverlap:
     not_compared: dict[str, str] = field(default_factory=dict)
     not_counted: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    command: str = COMMAND  # what fills the caches, with the sweep's folder
+    same_k: str = "same K"  # the label of the pairs at the same K, naming what they differ in
 
     @property
     def empty(self) -> bool:
@@ -144,7 +173,7 @@ class EdgeOverlap:
     def lines(self) -> list[str]:
         """The summary, a few lines of text (`interp analyze SWEEP --only edges`, the sweep report)."""
         if self.empty:
-            return [f"no run has the edges analysis cached (run: {COMMAND})"]
+            return [f"no run has the edges analysis cached (run: {self.command})"]
         methods = ", ".join(sorted(set(self.runs["method"])))
         sizes = self.runs["size"].dropna()
         out = [f"edges ({methods}) cached in {len(self.runs)} run(s); circuit at tau: "
@@ -154,7 +183,8 @@ class EdgeOverlap:
         for group in GROUPS:
             row = self.overlap[group]
             if row["n_pairs"]:
-                groups.append(f"{GROUP_TEXT[group]} {fmt(row['mean'], 2)} {ci_str(row['ci'], 2)} ({row['n_pairs']} pairs)")
+                text = self.same_k if group == "same_k" else GROUP_TEXT[group]
+                groups.append(f"{text} {fmt(row['mean'], 2)} {ci_str(row['ci'], 2)} ({row['n_pairs']} pairs)")
         out.append(f"circuit overlap at tau (Jaccard, mean, {self.level:.0%} CI resampling runs): "
                    + ("; ".join(groups) if groups else "needs 2 runs with a circuit at tau"))
         who = "circuit edges" if self.population == "circuit" else "edges"
@@ -180,12 +210,13 @@ class EdgeOverlap:
 
 
 def summarise(records: list[dict], left_out: dict[str, str] | None = None, level: float = 0.95, n_boot: int = N_BOOT,
-              seed: int = 0, population: str = "circuit") -> EdgeOverlap:
+              seed: int = 0, population: str = "circuit", command: str = COMMAND) -> EdgeOverlap:
     """The overlap and the share from the runs' records (`run_record`)."""
     check_level(level, n_boot)
     runs = pd.DataFrame(records, columns=None if records else ["run", "k", "seed", "method", "size", "circuit"])
-    not_compared = {r["run"]: (f"no circuit at step {r['tau_step']} (nearest tau): the faithfulness target is not "
-                               f"reached or clean and corrupted LD are within 0.1 nats") for r in records if r["size"] is None}
+    not_compared = {r["run"]: r.get("why_undefined") or (f"no circuit at step {r['tau_step']} (nearest tau): the "
+                                                         f"faithfulness target is not reached or clean and corrupted "
+                                                         f"LD are within 0.1 nats") for r in records if r["size"] is None}
     compared = [r for r in records if r["size"] is not None]
     n = len(compared)
     J = np.full((n, n), np.nan)
@@ -208,10 +239,12 @@ def summarise(records: list[dict], left_out: dict[str, str] | None = None, level
         notes.append(f"edges cached at only some checkpoints (onsets from those): {', '.join(partial)}")
     if 0 < n < 3:
         notes.append("no interval on the overlap: it needs 3 or more runs with a circuit at tau")
+    varied = varied_within_k(compared)
     return EdgeOverlap(runs=runs, pairs=pairs, overlap=overlap, n_first=int(n_first), n_strict=int(n_strict),
                        n_counted=len(counted), share=n_first / len(counted) if counted else math.nan,
                        share_ci=wilson(int(n_first), len(counted), level), level=level, population=population,
-                       left_out=dict(left_out or {}), not_compared=not_compared, not_counted=not_counted, notes=notes)
+                       left_out=dict(left_out or {}), not_compared=not_compared, not_counted=not_counted, notes=notes,
+                       command=command, same_k="same K" + (f", across {', '.join(varied)}" if varied else ""))
 
 
 def cached_edges(run, options: dict | None = None) -> dict | None:
@@ -237,6 +270,15 @@ def edge_overlap(sweep, table: pd.DataFrame | None = None, options: dict | None 
         raise InterpError(f"unknown population {population!r}; allowed: {', '.join(POPULATIONS)}")
     check_level(level, n_boot)
     table = sweep.table() if table is None else table
+    where = getattr(sweep, "path", None)  # (a stand-in that only opens its runs by name has neither)
+    command = COMMAND if where is None else COMMAND.replace("SWEEP", str(where))
+    points = {}  # each run's values besides K (a family's fork step, arm, seed): what the pairs at one K differ in
+    try:
+        points = {name: {k: (v if isinstance(v, (int, float, str)) else getattr(v, "label", str(v)))
+                         for k, v in values.items() if k not in ("k", "task.k")}
+                  for name, _, values in sweep.points()} if hasattr(sweep, "points") else {}
+    except InterpError:
+        pass
     records, left_out = [], {}
     for r in table.to_dict("records"):
         name = r["run"]
@@ -250,7 +292,7 @@ def edge_overlap(sweep, table: pd.DataFrame | None = None, options: dict | None 
         tables = cached_edges(run, options)
         tau = tau_or_none(run)
         if tables is None:
-            left_out[name] = f"no edges cached (run: {COMMAND})"
+            left_out[name] = f"no edges cached (run: {command})"
             continue
         if tau is None:
             left_out[name] = "no tau_half"
@@ -260,5 +302,5 @@ def edge_overlap(sweep, table: pd.DataFrame | None = None, options: dict | None 
             found = routing_head_of(run, ResultCache(run), compute=False)
             head = found[0] if found else None
         records.append(run_record(name, tables, tau, r.get("k", math.nan), r.get("seed", math.nan), head, population,
-                                  len(run.steps)))
-    return summarise(records, left_out, level, n_boot, seed, population)
+                                  len(run.steps), command, points.get(name)))
+    return summarise(records, left_out, level, n_boot, seed, population, command)

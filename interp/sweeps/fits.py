@@ -54,6 +54,15 @@ class CensoredRunsWarning(UserWarning):
     """Censored runs were left out of a fit (their true value is only known to exceed steps_run)."""
 
 
+class NotDoneRunsWarning(UserWarning):
+    """Runs that are not done (running, failed, interrupted, not started) were left out of a comparison."""
+
+
+class DamagedRunsWarning(UserWarning):
+    """Damaged runs were left out (their files cannot be trusted); the commands name each on stderr already, so they
+    drop this warning rather than say it twice."""
+
+
 # ---------------------------------------------------------------------------- small helpers
 def jsonable(v):
     """Plain Python values for json.dumps: numpy scalars unwrapped, NaN -> None, tuples -> lists."""

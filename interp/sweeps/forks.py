@@ -39,7 +39,7 @@ from interp.forks.arms import table_order
 from interp.presentable import Presentable
 from interp.seeding import numpy_generator
 from interp.sweeps.bootstrap import N_BOOT, check_level
-from interp.sweeps.fits import CensoredRunsWarning, jsonable, run_names
+from interp.sweeps.fits import CensoredRunsWarning, DamagedRunsWarning, NotDoneRunsWarning, jsonable, run_names
 
 ESCAPES = ("escape", "escape_half", "escape_snap")  # escape: under the family's criterion (escape_criterion)
 FIXED = {"escape_half": "loss_cand<0.5logK", "escape_snap": "loss_cand<0.05logK"}  # what the fixed two judge
@@ -194,10 +194,15 @@ def forks(table: pd.DataFrame, y: str | None = None, reference: str = "minibatch
     if len(out) == len(table):
         counts = ", ".join(f"{s} {n}" for s, n in status.value_counts().items())
         raise InterpError(f"{what}: no run is done ({counts}); only done runs enter the comparison")
-    if len(out):
-        named = [f"{r} ({s})" for r, s in zip(out["run"].astype(str), out["status"].astype(str))]
-        notes.append(f"{len(out)} run(s) not done, left out: {run_names(named)}")
-        warnings.warn(f"{what}: {notes[-1]}", UserWarning, stacklevel=2)
+    bad = out[out["status"].astype(str) == "damaged"]
+    other = out[out["status"].astype(str) != "damaged"]
+    if len(other):
+        named = [f"{r} ({s})" for r, s in zip(other["run"].astype(str), other["status"].astype(str))]
+        notes.append(f"{len(other)} run(s) not done, left out: {run_names(named)}")
+        warnings.warn(f"{what}: {notes[-1]}", NotDoneRunsWarning, stacklevel=2)
+    if len(bad):  # apart: the commands that name each damaged run drop this one (DamagedRunsWarning)
+        notes.append(f"{len(bad)} damaged run(s) left out: {run_names(bad['run'].astype(str).tolist())}")
+        warnings.warn(f"{what}: {notes[-1]}", DamagedRunsWarning, stacklevel=2)
     df = _roles(table, y)
     if not (df["label"] == reference).any():
         have = sorted(set(df["label"]), key=lambda s: _order(s, reference))

@@ -139,7 +139,8 @@ DAMAGE = [
          [FULL, "metrics.jsonl"], _lose_tail(FULL), check=_no_verdict_from(FULL)),
     Case("mechanisms-sweep-lost-tail", "sweep", ["mechanisms", "{F}", "--cached", "--json"], 1,
          [S0, "metrics.jsonl"], _lose_tail(S0), check=_no_verdict_from(S0), refuses=["not done"]),
-    Case("mechanisms-run-lost-tail", "run", ["mechanisms", "{F}", "--cached"], 2, ["metrics.jsonl", "step 190"],
+    # a lone damaged run: named in one line, exit 1 as a sweep's damaged run (issue 43, 9: it was exit 2, bad input)
+    Case("mechanisms-run-lost-tail", "run", ["mechanisms", "{F}", "--cached"], 1, ["metrics.jsonl", "step 190"],
          _lose_tail("."), refuses=["consistent", "inconclusive"]),
     # 17: a damaged run of a sweep, a damaged fork of a family: named, left out, exit status 1
     Case("mechanisms-sweep-damaged-runjson", "sweep", ["mechanisms", "{F}", "--cached", "--json"], 1,

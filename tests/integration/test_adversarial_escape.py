@@ -83,6 +83,14 @@ FORK_INPUT = [
     ("gamma-range-malformed", ["--gamma-window", "1-3"], "--gamma-window"),
     ("gamma-window-zero", ["--gamma-window", "0"], "B >= 1"),
     ("v-only-xi-unknown", ["--arm", "v_only_noise:xi=gaussian"], "measured, isotropic"),
+    # issue 43, 5: "escape after 0 steps" (log K units on an accuracy, read the falling way)
+    ("escape-accuracy-wrong-way-log-k", ["--escape", "acc_first<0.5logK"], "acc_first rises as a run learns"),
+    ("escape-accuracy-wrong-way", ["--escape", "acc_cand<0.5"], "reads it the wrong way round"),
+    ("escape-accuracy-in-log-k", ["--escape", "acc_cand>0.5logK"], "log K units are for the losses"),
+    ("escape-accuracy-above-one", ["--escape", "acc_exact>1.5"], "strictly between 0 and 1"),
+    ("escape-loss-wrong-way", ["--escape", "loss_first>3,hold=2"], "loss_first falls as a run learns"),
+    ("escape-gap-wrong-way", ["--escape", "shuffle_gap<0.1", *FAMILY], "shuffle_gap rises as a run learns"),
+    ("escape-gap-in-log-k", ["--escape", "shuffle_gap>0.1logK"], "log K units are for the losses"),
 ]
 
 
@@ -102,6 +110,7 @@ STATUS_INPUT = [
     ("status-escape-hold-past-horizon", ["--escape", "loss_first<3,hold=5"], "longer than the horizon (4 steps"),
     ("status-gamma-range-past-window", ["--gamma-window", "2:4"], "outside the window its forks measured"),
     ("status-gamma-range-reversed", ["--gamma-window", "3:1"], "0 <= A <= B"),
+    ("status-escape-wrong-way", ["--escape", "acc_first<0.5logK"], "the wrong way round"),  # issue 43, 5
 ]
 
 

@@ -115,6 +115,14 @@ BAD = [
     ("stop-after-snap-bad", "kept", ["--at", "30", "--stop-after-snap", "soon"], "or none"),
     ("fork-of-fork-not-kept", "bare", ["--at", "30"], "--save-optimizer"),
     ("fork-of-fork-not-kept-family", "bare", ["--at", "30", "--arm", "minibatch,full_batch"], "--save-optimizer"),
+    # issue 43, 5: read the wrong way round, a run that never relapsed "relapsed" at once and its solved state was forked
+    ("relapse-wrong-way", "solved", ["--at", "relapse", "--relapse", "loss_cand<0.5logK"],
+     "loss_cand falls as a run learns, so a relapse is loss_cand>THRESHOLD"),
+    ("relapse-wrong-way-family", "solved", ["--at", "relapse", "--relapse", "loss_cand<0.5logK", "--arm",
+                                            "minibatch,full_batch"], "the wrong way round"),
+    ("relapse-accuracy-wrong-way", "solved", ["--at", "relapse", "--relapse", "acc_cand>0.5"], "acc_cand rises"),
+    ("relapse-accuracy-in-log-k", "solved", ["--at", "relapse", "--relapse", "acc_cand<0.5logK"],
+     "log K units are for the losses"),
 ]
 
 

@@ -44,7 +44,7 @@ def test_the_timeline_carries_the_cached_edge_onsets_and_draws_them_on_the_step_
     assert tl.edges_note == ""
     pd.testing.assert_frame_equal(tl.edge_onsets, edges.onsets(tables["edges"]))
     fig = timeline_figure(dataclasses.replace(tl, tau=15))  # the tiny run has no tau: one is planted to see it drawn
-    shown = edges.first_edges(tl.edge_onsets)
+    shown = edges.first_edges(tl.edge_onsets, dated=False)  # the timeline's rows: used onsets too
     shown = shown[shown["carried_onset"].notna() | shown["used_onset"].notna()]
     assert len(shown) >= 2
     carried = next(t for t in fig.data if t.name == CARRIED)

@@ -216,8 +216,8 @@ def test_analyze_sweep_only_edges_caches_the_routing_head_and_prints_the_share_a
     _plant(folder, A, {"embed->L0H3.v": 400, "embed->L0H1.q": 900})
     # read alone (the report's way), edges without the sensitivity give no head, and the command that gives it
     alone = edge_overlap(sweep)
-    assert alone.not_counted == {name: "no routing head (its sensitivity is not cached: interp analyze SWEEP "
-                                       "--only edges caches it)"}
+    assert alone.not_counted == {name: f"no routing head (its sensitivity is not cached: interp analyze {sweep.path} "
+                                       "--only edges caches it)"}  # the sweep's folder, never "SWEEP" (issue 43, 12)
     capsys.readouterr()
     # the edges are cached at every step; the routing head's sensitivity is computed at the last checkpoint, and cached
     assert main(["analyze", str(sweep.path), "--only", "edges", "--quiet"]) == 0

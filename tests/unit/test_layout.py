@@ -158,14 +158,14 @@ FLOORS = (
     ("core", ("interp.names", "interp.errors", "interp.formatting", "interp.seeding", "interp.files", "interp.spec",
               "interp.precision", "interp.devices", "interp.presets", "interp.run_layout", "interp.presentable")),
     ("task/model", ("interp.task", "interp.model", "interp.fastpath")),
-    ("run", ("interp.runs", "interp.checkpoints", "interp.run_states", "interp.metrics", "interp.metrics_log",
-             "interp.transition", "interp.summary")),
+    ("run", ("interp.runs", "interp.checkpoints", "interp.run_states", "interp.run_segments", "interp.metrics",
+             "interp.metrics_log", "interp.transition", "interp.summary")),
     ("training", ("interp.steps", "interp.optimizer", "interp.optimizer_stats", "interp.replay", "interp.train")),
     ("analysis", ("interp.analysis", "interp.timelines")),
     ("collections", ("interp.collections", "interp.sweeps", "interp.forks")),
     ("judgement", ("interp.mechanisms", "interp.reconcile")),
     ("presentation", ("interp.plots", "interp.display", "interp.report")),
-    ("entry", ("interp", "interp.cli", "interp.cli_fork", "interp.cli_sweep", "interp.cli_mechanisms")),
+    ("entry", ("interp", "interp.cli", "interp.cli_fork", "interp.cli_sweep", "interp.cli_mechanisms", "interp.cli_show")),
 )
 
 

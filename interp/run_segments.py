@@ -1,0 +1,120 @@
+"""The environment of each training segment of a run: what a continuation must match to be bit-exact.
+
+Every invocation that trains a run (`interp train`, `--resume`, a fork, a family's or a sweep's job) appends a
+segment to run.json's `segments`: the step it started from, the package versions, the torch threads, the device
+and the CPU's instruction set as torch reports it (`torch.backends.cpu.get_cpu_capability()`: AVX2, AVX512, ...).
+A float32 CPU run is bit-exact only where these agree: another TransformerLens or torch, thread count or
+instruction set rounds differently, and the plateau's escape amplifies the last bits. A resume, or a fork's first
+training, whose environment differs from the segment that produced its starting state (its own last one; a fork's
+parent's at the fork step) says so in one line: its checkpoints are valid, but it is not the continuation the
+parent's machine would have made. A segment from a step on replaces those from that step on (a resume from an
+earlier checkpoint rewrites them). A run made before segments were recorded reads as one segment per training
+session, from its recorded versions, threads and device, with its CPU capability unknown (never compared).
+Torch is imported only to describe the current environment.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from interp.errors import InterpError
+from interp.files import atomic_write_json
+from interp.run_layout import RUN_FILE
+
+SEGMENTS = "segments"
+COMPARED = ("torch", "transformer-lens", "interp")  # the versions that change a training step's floats
+
+
+def current(from_step: int, device: str, threads: int) -> dict:
+    """This process's segment, starting at `from_step`, on `device` with `threads` torch threads."""
+    import torch
+
+    from interp.runs import package_versions
+
+    kind = torch.device(device).type
+    out = {"from_step": int(from_step), "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+           "versions": package_versions(), "threads": int(threads), "device": kind,
+           "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    if kind == "cuda":
+        out["device_name"] = torch.cuda.get_device_name(torch.device(device))
+    return out
+
+
+def segments(info: dict) -> list[dict]:
+    """run.json's segments; for a run made before they were recorded, one per training session (its `training`
+    entries, or one from step 0) with the run's recorded versions and the CPU capability unknown (None)."""
+    if isinstance(info.get(SEGMENTS), list):
+        return [dict(s) for s in info[SEGMENTS] if isinstance(s, dict)]
+    sessions = [s for s in info.get("training") or [] if isinstance(s, dict)] or [{"from_step": 0}]
+    return [{"from_step": s.get("from_step", 0), "versions": dict(info.get("versions") or {}), "threads": s.get("threads"),
+             "device": s.get("device"), "cpu_capability": None} for s in sessions]
+
+
+def covering(segs: list[dict], step: int) -> dict | None:
+    """The segment that produced `step`: the last one starting at or before it."""
+    found = [s for s in segs if isinstance(s.get("from_step"), int) and s["from_step"] <= step]
+    return max(found, key=lambda s: s["from_step"]) if found else None
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """What differs between two segments' environments ("torch 2.13.0 -> 2.14.0", "CPU AVX2 -> AVX512"); a value
+    one of them does not record is not compared."""
+    out = []
+    before, after = old.get("versions") or {}, new.get("versions") or {}
+    for name in COMPARED:
+        if before.get(name) and after.get(name) and before[name] != after[name]:
+            out.append(f"{name} {before[name]} -> {after[name]}")
+    for key, label in (("threads", "threads"), ("device", "device"), ("device_name", "GPU"),
+                       ("cpu_capability", "CPU capability")):
+        if old.get(key) is not None and new.get(key) is not None and old[key] != new[key]:
+            out.append(f"{label} {old[key]} -> {new[key]}")
+    return out
+
+
+def _start_segment(run, start: int) -> tuple[dict | None, str]:
+    """The segment that produced the state `run` continues from at `start`, and whose it is."""
+    own = covering(segments(run.info), start) if isinstance(run.info.get(SEGMENTS), list) else None
+    if own is not None:
+        return own, "its last segment"
+    block = run.fork
+    if block is not None and start == block.get("parent_step"):  # a fork's first training: its parent's state
+        from interp.runs import Run
+
+        try:
+            parent = Run.open(block["parent"])
+        except (InterpError, KeyError, TypeError):
+            return None, ""
+        return covering(segments(parent.info), start), f"its parent's (at step {start})"
+    return covering(segments(run.info), start), "its last segment"
+
+
+def continuation_note(run, start: int, segment: dict) -> str | None:
+    """One line when `run`, continued from `start` in `segment`'s environment, is not its bit-exact continuation."""
+    base, whose = _start_segment(run, start)
+    diffs = differences(base, segment) if base is not None else []
+    if not diffs:
+        return None
+    return (f"interp: note: {run.path} continues from step {start} in another environment than {whose} "
+            f"({'; '.join(diffs)}): not bit-exact (its checkpoints are valid, but where the earlier steps were "
+            f"trained the same command gives other weights)")
+
+
+def record(run, segment: dict) -> None:
+    """Append `segment` to run.json (the segments from its step on replaced), atomically; the writer only."""
+    run._require_writer()
+    kept = [s for s in segments(run.info) if s.get("from_step", 0) < segment["from_step"]]
+    run.info = {**run.info, SEGMENTS: [*kept, segment]}
+    atomic_write_json(run.path / RUN_FILE, run.info)
+
+
+def describe(segment: dict) -> str:
+    """A segment in one line, for `interp show`."""
+    v = segment.get("versions") or {}
+    versions = ", ".join(f"{name} {v[name]}" for name in COMPARED if v.get(name))
+    cpu = segment.get("cpu_capability") or "CPU capability not recorded"
+    where = segment.get("device") or "device not recorded"
+    if segment.get("device_name"):
+        where += f" ({segment['device_name']})"
+    threads = segment.get("threads")
+    return (f"from step {segment.get('from_step', 0)}: {versions or 'versions not recorded'}; "
+            f"{threads if threads is not None else '?'} threads on {where}, {cpu}")
