@@ -1,9 +1,10 @@
 """What training is handed besides its stepper: a sink for the rows it logs.
 
 `interp.train.train(run, sink=make_sink)` calls `make_sink(run, start)` once, with the first row it logs
-(`start`: the step training continues from, 0 for a fresh run; a session that logs nothing makes no sink),
-and gives the sink every row it appends to
-metrics.jsonl, as it appends it: `sink.log(row)`; `sink.close()` when training ends, however it ends.
+(`start`: the step training continues from, 0 for a fresh run; a session that logs nothing makes no sink).
+The sink gets the row of the step training continues from (a resumed run's last kept row, a fork's first,
+written as the fork was made), then every row appended to metrics.jsonl, as it is appended: `sink.log(row)`;
+and `sink.close()` when training ends, however it ends.
 The loop knows no sink by name: the command line builds one (`interp.tracking.sinks.Tracker`, TensorBoard
 or W&B) and hands it over, as the fork code hands over its stepper. A factory travels to a sweep's
 workers in the job's payload, so it must pickle (a module-level class or function).

@@ -245,6 +245,8 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
                desc=run.name)
     step = start
     sink = Guarded(make_sink, run, start)
+    if make_sink is not None and 0 < start < end:  # the row it continues from (a fork's first, written as it was made)
+        sink.log(next((r for r in run.metric_rows() if r["step"] == start), {}))
 
     def record(row: dict) -> None:
         run.append_metrics(row)

@@ -28,5 +28,9 @@ def check_tracker(kind: str) -> str:
 def require(kind: str) -> None:
     """Refuse, in one line naming the install, a tracker whose library is not installed (found without importing it)."""
     check_tracker(kind)
-    if importlib.util.find_spec(kind) is None:
+    try:
+        found = importlib.util.find_spec(kind) is not None
+    except (ImportError, ValueError):  # a module set to None in sys.modules: not importable
+        found = False
+    if not found:
         raise InterpError(f"{kind} is not installed: it comes with the optional extra track: {INSTALL}")

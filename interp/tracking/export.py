@@ -104,7 +104,8 @@ def export(path, to: str, out=None, report=None, timeline=None) -> Exported:
     kind, group, runs, skipped = members(path)
     out = Path(out) if out is not None else path / EXPORTS_DIR / to
     result = Exported(out, skipped=skipped)
-    attached = _attachments(path, {"report": report, "timeline": timeline}, result.notes)
+    given = {"report": report, "timeline": timeline}
+    attached = _attachments(path, {k: None if v is None else Path(v) for k, v in given.items()}, result.notes)
     from interp.analysis import registry
 
     for run, row, axes in runs:
@@ -116,8 +117,9 @@ def export(path, to: str, out=None, report=None, timeline=None) -> Exported:
         written = _write(to, out, run, group, row, axes, tables, attached)
         result.runs[run.name] = {**written, "analyses": sorted(tables), "attached": sorted(attached)}
     for name, names in result.missing.items():
-        which = "every run" if len(names) == len(runs) else f"{len(names)} of {len(runs)} runs"
-        result.notes.append(f"{name}: not cached ({which}); computed by: {_command(path, name)}")
+        which = "" if kind == "run" else " in every run" if len(names) == len(runs) else \
+            f" in {len(names)} of {len(runs)} runs"
+        result.notes.append(f"{name}: not cached{which}; computed by: {_command(path, name)}")
     return result
 
 

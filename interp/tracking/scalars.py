@@ -6,7 +6,10 @@ analysis derives from its own (the attention mass per segment, the circuit per s
 them into one tidy frame (step, tag, value): a tag is `TABLE/COLUMN[/SERIES]`, the series named by the row's
 identifying columns (a head, a method and component, a segment, ...), e.g. `sensitivity/z_share/L0H3`,
 `ablation/delta_loss_cand/zero/L0H3`, `patching_heads/normalized/L0H3`, `edges_circuit/size`,
-`edges/score/L0H3->logits`, `hessian/lambda_max/all`. Where several rows share a step and a series (a value
+`edges/score/L0H3->logits`, `hessian/lambda_max/all`. The routing head's series (the head with the largest
+z-share at the last cached step, as the findings read it) are there again under `routing/`, without the head's
+name (`routing/sensitivity/z_share`, `routing/ablation/delta_loss_cand/zero`, `routing/patching_heads/normalized`):
+runs whose routing heads differ compare on one tag. Where several rows share a step and a series (a value
 repeated on every row of its step, as the Hessian's lambda_max), the first is taken: every value is one of the
 table's own numbers, exactly. `REDUCTIONS` says which columns of each table; a table it does not name (a new
 analysis's) is reduced by its string columns (the series) and float columns (the values).
@@ -128,6 +131,22 @@ def _edges(df: pd.DataFrame) -> pd.DataFrame:
 
 
 SPECIAL = {"groups": _groups, "edges": _edges}
+ROUTED = ("sensitivity/", "ablation/", "patching_heads/", "usage/")  # tables whose per-head series `routing/` repeats
+
+
+def _routing(frame: pd.DataFrame, tables: dict) -> pd.DataFrame:
+    """The routing head's series again, as routing/TABLE/COLUMN[/rest]: the head's name taken out of the tag."""
+    sens = tables.get("sensitivity", {}).get("sensitivity")
+    if sens is None or sens.empty:
+        return _empty()
+    from interp.analysis.findings import routing_head
+
+    head = routing_head(sens)
+    parts = frame["tag"].str.split("/")
+    keep = frame["tag"].str.startswith(ROUTED) & parts.map(lambda p: head in p[2:])
+    out = frame[keep].copy()
+    out["tag"] = ["routing/" + "/".join(x for x in p if x != head) for p in parts[keep]]
+    return out
 
 
 def scalars(tables: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
@@ -142,6 +161,7 @@ def scalars(tables: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
             if how is not None:
                 parts.append(reduce_table(name, df, how))
     out = pd.concat([p for p in parts if len(p)] or [_empty()], ignore_index=True)
+    out = pd.concat([out, _routing(out, tables)], ignore_index=True)
     return out.sort_values(["tag", "step"], kind="stable").reset_index(drop=True)
 
 

@@ -5,8 +5,8 @@ their job's payload and each run opens its own writer. At every evaluation the s
 metrics.jsonl gets, under the same names (`scalars.metric_values`), at its step.
 
 Where: TensorBoard's event files go in RUN/tensorboard/ (`tensorboard --logdir SWEEP` shows a sweep's
-runs side by side); a resumed run writes a new event file there that purges, in TensorBoard's view, the
-rows logged after its checkpoint by the session that stopped. W&B's run goes in RUN/wandb/ (offline
+runs side by side); a resumed run writes a new event file there that purges, in TensorBoard's view, what the
+session that stopped logged from the checkpoint it resumes at on (the resumed session logs those steps again). W&B's run goes in RUN/wandb/ (offline
 unless configured: `interp.tracking.writers.wandb_mode`), named as the run, grouped by the sweep or fork
 family, its spec as the config; each training session is one W&B run, logging from the step it starts at.
 """
@@ -31,7 +31,7 @@ class Tracker:
     def __call__(self, run, start: int = 0) -> MetricsSink:
         if self.kind == "tensorboard":
             writer = open_writer("tensorboard", run.path / TENSORBOARD_DIR, name=run.name,
-                                 purge_step=start + 1 if start else None)
+                                 purge_step=start)  # a session start: TensorBoard purges from it on
         else:
             writer = open_writer("wandb", run.path, name=run.name, group=self.group,
                                  config={"spec": run.spec.to_dict(), "path": str(run.path.resolve()),
