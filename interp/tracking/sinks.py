@@ -4,11 +4,12 @@
 their job's payload and each run opens its own writer. At every evaluation the sink writes the row
 metrics.jsonl gets, under the same names (`scalars.metric_values`), at its step.
 
-Where: TensorBoard's event files go in RUN/tensorboard/ (`tensorboard --logdir SWEEP` shows a sweep's
-runs side by side); a resumed run writes a new event file there that purges, in TensorBoard's view, what the
-session that stopped logged from the checkpoint it resumes at on (the resumed session logs those steps again). W&B's run goes in RUN/wandb/ (offline
-unless configured: `interp.tracking.writers.wandb_mode`), named as the run, grouped by the sweep or fork
-family, its spec as the config; each training session is one W&B run, logging from the step it starts at.
+Where: TensorBoard's event files go in RUN/tensorboard/ (`tensorboard --logdir SWEEP` shows a sweep's runs side
+by side). Each session writes its own event file, opened as a session start at the step it continues from, so a
+resumed run's rows from its checkpoint on (logged again by the resumed session) replace, in TensorBoard's view,
+those the session that stopped had logged. W&B's run goes in RUN/wandb/ (offline unless configured:
+`interp.tracking.writers.wandb_mode`), named as the run, grouped by the sweep or fork family, its spec as the
+config; each training session is one W&B run, logging from the step it starts at.
 """
 
 from __future__ import annotations
