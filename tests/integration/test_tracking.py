@@ -14,6 +14,10 @@ from tests.helpers import TINY_FLAGS, copy_run, run_main, small_spec
 from tests.tracking_readers import by_tag, metrics_by_step, tensorboard_scalars, tensorboard_texts, wandb_runs, wandb_sessions
 
 
+TINY = small_spec(eval_every=5, checkpoint_every=10, n_layers=1, d_model=16, d_head=8, d_mlp=32, eval_size=16,
+                  batch_size=8)  # the run of TINY_FLAGS
+
+
 @pytest.fixture
 def home(monkeypatch, tmp_path):
     """No W&B account: a fresh HOME (no ~/.netrc, no wandb settings) and no WANDB_* variables, so W&B runs offline."""
@@ -30,15 +34,28 @@ def test_a_run_tracked_to_tensorboard_reads_back_as_its_log_across_a_resume(tmp_
     from interp.tracking.sinks import Tracker
     from interp.train import train
 
-    spec = small_spec(steps=30, eval_every=5, checkpoint_every=10, n_layers=1, d_model=16, d_head=8, d_mlp=32,
-                      eval_size=16, batch_size=8)  # TINY_FLAGS's run
-    run = Run.create(tmp_path / "run", spec)
+    run = Run.create(tmp_path / "run", TINY.override(steps=30))
     train(run, progress=False, stop_at=15, sink=Tracker("tensorboard"))  # logs 15, then stops: resumes from 10
     train(Run.open(tmp_path / "run"), progress=False, sink=Tracker("tensorboard"))
     logged = by_tag(metrics_by_step(tmp_path / "run"))
     assert sorted(logged["loss"]) == [0, 1, 2, 4, 5, 8, 10, 15, 20, 25, 30]
     events = tensorboard_scalars(tmp_path / "run" / "tensorboard", unique=True)  # the first session's 10, 15 purged
     assert events == logged
+
+
+def test_a_tracker_that_fails_is_one_warning_and_training_goes_on(tmp_path, capsys):
+    from interp.runs import Run
+    from interp.tracking.sinks import Tracker
+    from interp.train import train
+
+    run = Run.create(tmp_path / "run", TINY.override(steps=20))
+    (run.path / "tensorboard").write_text("a file where the event folder would go")  # TensorBoard cannot write
+    capsys.readouterr()
+    result = train(run, progress=False, sink=Tracker("tensorboard"))
+    err = capsys.readouterr().err
+    assert err.count("interp: warning: tracking stopped:") == 1, err
+    assert result.last_step == 20 and Run.open(run.path).status["state"] == "done"
+    assert sorted(metrics_by_step(run.path)) == [0, 1, 2, 4, 5, 8, 10, 15, 20]
 
 
 def test_a_run_tracked_to_wandb_is_an_offline_run_holding_its_log(tmp_path, home, capsys):
