@@ -126,13 +126,15 @@ def _resume(out: Path, overrides: dict, args: argparse.Namespace) -> int:
 
 
 def _train(run, device: str, args: argparse.Namespace, fresh: bool = False, resume=None) -> int:
+    from interp.cli_track import tracker_of
     from interp.forks.arm_steps import stepper_for
     from interp.summary import as_text, run_rows, run_summary
     from interp.train import train
 
     print(f"training {run!r} on {device}", file=sys.stderr)
     try:
-        result = train(run, device=device, progress=not args.quiet, resume=resume, stepper=stepper_for(run))
+        result = train(run, device=device, progress=not args.quiet, resume=resume, stepper=stepper_for(run),
+                       sink=tracker_of(args))
     except KeyboardInterrupt:
         if fresh and _unstarted(run):
             raise  # cmd_train removes the folder, main() says "interrupted"
@@ -306,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     from interp.presets import PRESETS
 
     from interp.cli_sweep import path_arg  # every path: an empty or blank one is refused, never the current folder
+    from interp.cli_track import add_track_flag
 
     parser = _Parser(prog="interp", description="Training dynamics of the disambiguation task.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -316,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_track_flag(p)
     _add_override_flags(p)
     p.set_defaults(func=cmd_train)
 
@@ -370,15 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="for a sweep: also write each done run's report beside it, linked from the table")
         p.set_defaults(func=cmd_report if name == "report" else cmd_timeline)
 
-    from interp.cli_sweep import add_parsers
+    from interp import cli_doctor, cli_export, cli_fork, cli_mechanisms, cli_sweep
 
-    add_parsers(sub)
-    from interp.cli_fork import add_parsers as add_fork_parsers
-
-    add_fork_parsers(sub)
-    from interp.cli_mechanisms import add_parsers as add_mechanism_parsers
-
-    add_mechanism_parsers(sub)
+    for module in (cli_sweep, cli_fork, cli_mechanisms, cli_export, cli_doctor):  # each module's subcommands
+        module.add_parsers(sub)
 
     add_ls_parser(sub)
     return parser

@@ -58,6 +58,7 @@ def _stop_after_snap(text: str):
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
+    from interp.cli_track import tracker_of
     from interp.forks.arms import parse_arms
     from interp.forks.family import ForkFamily
 
@@ -112,7 +113,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
         try:
             run = fork(parent, at[0], arms[0], args.steps, args.out, seed=seeds[0], gamma_every=args.gamma_every,
-                       gamma_window=window[1], settings=settings, device=device, progress=not args.quiet)
+                       gamma_window=window[1], settings=settings, device=device, progress=not args.quiet,
+                       sink=tracker_of(args, parent.name))
         except LockHeld as exc:  # the input is fine (not 2): the fork is another process's to finish, not done here
             return _held(args.out, exc.holder, args.json)
         return _single(run, args.json, criterion, window)
@@ -124,7 +126,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
           + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
     outcome = family.train(backend=args.backend, workers=args.workers, threads=args.threads_per_run, device=device,
                            address=args.address, cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
-                           progress=not args.quiet)
+                           progress=not args.quiet, sink=tracker_of(args, family.path.name))
     code = _status(family, args.json, held_ok=True)
     from interp.collections.training import held_note
 
@@ -240,6 +242,7 @@ def _status(family, as_json: bool, escape: str | None = None, gamma_window: str 
 
 
 def add_parsers(sub) -> None:
+    from interp.cli_track import add_track_flag
     from interp.cli_sweep import _positive_int, add_executor_flags, path_arg
     from interp.forks.arms import ARMS
     from interp.spec import CHECKPOINT_DTYPES
@@ -290,4 +293,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--device", default="cpu", help="torch device of the forks (default: cpu)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_track_flag(p, "each fork (grouped by the family, or by the parent for one fork)")
     p.set_defaults(func=cmd_fork)

@@ -84,6 +84,7 @@ def _sweep_spec(args: argparse.Namespace):
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from interp.cli_track import tracker_of
     from interp.sweeps.sweep import Sweep, train_sweep
 
     target = list(args.target)
@@ -132,7 +133,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
     outcome = train_sweep(sweep, backend=args.backend, workers=args.workers, threads=args.threads_per_run,
                           device=device, address=args.address, cpus_per_run=args.cpus_per_run,
-                          gpus_per_run=args.gpus_per_run, progress=not args.quiet)
+                          gpus_per_run=args.gpus_per_run, progress=not args.quiet, sink=tracker_of(args, sweep.path.name))
     final = sweep.final_states(outcome)
     states = [state for state, _ in final.values()]
     done, failed, damaged, running = (states.count(s) for s in ("done", "failed", "damaged", "running"))
@@ -294,6 +295,8 @@ def cmd_analyze_sweep(args: argparse.Namespace, names, options: dict) -> int:
 
 def add_parsers(sub) -> None:
     """The `sweep` and `scaling` subcommands."""
+    from interp.cli_track import add_track_flag
+
     p = sub.add_parser("sweep", help="create, extend, train or show a sweep (a family of runs)",
                        description="interp sweep --preset tiny --grid task.k=5,10,20 --seed 0,1 --out sweeps/k; "
                                    "interp sweep sweeps/k (again: skips finished runs, resumes interrupted ones); "
@@ -311,6 +314,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--device", default="cpu", help="torch device of every run (default: cpu)")
     p.add_argument("--json", action="store_true", help="status: the table as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_track_flag(p, "each run (grouped by the sweep)")
     _add_sweep_value_flags(p)
     p.set_defaults(func=cmd_sweep)
 

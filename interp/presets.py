@@ -15,7 +15,7 @@ PRESETS: dict[str, RunSpec] = {
         model=ModelSpec(n_layers=4, n_heads=4, d_model=128, d_head=32, d_mlp=512),
         train=TrainSpec(steps=10000, lr=1e-3, batch_size=128, eval_every=50, checkpoint_every=500),
     ),
-    # Calibrated on the 2-core CPU: plateau, then snap, in at most 5 minutes (see README).
+    # Calibrated on the 2-core CPU: plateau, then snap, in at most 5 minutes (see docs/runs.md, "Presets").
     "tiny": RunSpec(
         seed=0,
         task=TaskSpec(k=10, n_bases=300),

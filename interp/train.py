@@ -28,7 +28,9 @@ already finished writes nothing.
 
 The loop drives the stepper it is given (`interp.steps.Stepping`, from a factory: by default
 `minibatch_stepper`, the plain run's step); it knows no other. A fork is trained with its own
-(`interp.forks.arm_steps.fork_stepper`), and a run with a fork block is refused without one.
+(`interp.forks.arm_steps.fork_stepper`), and a run with a fork block is refused without one. It is handed
+its sink the same way (`interp.sinks`: every row it logs, e.g. to TensorBoard or W&B); a sink that fails is
+one warning, and training goes on.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from interp.optimizer_stats import optimizer_columns
 from interp.model import build_model, native_optimizer_state, to_device
 from interp.runs import Run
 from interp.seeding import step_generator
+from interp.sinks import Guarded
 from interp.spec import TrainSpec
 from interp.precision import check_precision, training_forward
 from interp.steps import build_optimizer, compiled, minibatch_stepper
@@ -114,6 +117,7 @@ def train(
     stop_at: int | None = None,
     resume=_UNSET,
     stepper=None,
+    sink=None,
 ) -> TrainResult:
     """Train `run` to its planned steps, resuming from its latest checkpoint if it has one.
 
@@ -122,7 +126,8 @@ def train(
     that step without marking the run finished (as an interruption would); the run can then
     be resumed. `resume` passes a resume state the caller has already loaded and verified.
     `stepper` is the factory of the step the loop drives (`interp.steps.Stepping`; None: the
-    plain minibatch step); a fork's is `interp.forks.arm_steps.fork_stepper`.
+    plain minibatch step); a fork's is `interp.forks.arm_steps.fork_stepper`. `sink`: the factory of
+    what else is told each logged row (`interp.sinks`; None: nothing), called once training starts.
     A training loss that turns NaN or infinite, or an evaluation whose every loss is, stops
     training with an InterpError naming the step; the checkpoints saved before it are kept and
     `run.status` says what happened.
@@ -132,12 +137,12 @@ def train(
                           f"(train(run, stepper=stepper_for(run)), stepper_for from interp.forks.arm_steps)")
     run.acquire()
     try:
-        return _train(run, device, progress, stop_at, resume, stepper or minibatch_stepper)
+        return _train(run, device, progress, stop_at, resume, stepper or minibatch_stepper, sink)
     finally:
         run.release()
 
 
-def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, make_stepper) -> TrainResult:
+def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, make_stepper, make_sink=None) -> TrainResult:
     spec = run.spec
     tspec = spec.train
     task = run.task
@@ -258,12 +263,19 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
     bar = tqdm(total=tspec.steps, initial=start, disable=not progress, unit="step", dynamic_ncols=True,
                desc=run.name)
     step = start
+    sink = Guarded(make_sink, run, start)
+    if make_sink is not None and 0 < start < end:  # the row it continues from (a fork's first, written as it was made)
+        sink.log(next((r for r in run.metric_rows() if r["step"] == start), {}))
+
+    def record(row: dict) -> None:
+        run.append_metrics(row)
+        sink.log(row)
     try:
         if start == 0:
             row = evaluate(0, schedule.lr_at(1), math.nan)
             if gradient_log is not None:
                 row["dissipation"] = 0.0
-            run.append_metrics({**row, "seconds": 0.0})
+            record({**row, "seconds": 0.0})
             history.append(row["loss_cand"])
             checkpoint(0)
         model.train()
@@ -293,7 +305,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
             row.update(optimizer_columns(model, optimizer))
             running.zero_()
             n_running = 0
-            run.append_metrics({**row, "seconds": seconds()})
+            record({**row, "seconds": seconds()})
             dense = (tspec.densify and in_transition(row["loss_cand"], history, log_k)) or step <= tspec.dense_until
             history.append(row["loss_cand"])
             if snap is None and row["loss_cand"] < SNAP_FRACTION * log_k:
@@ -319,6 +331,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
         raise
     finally:
         bar.close()
+        sink.close()
         torch.use_deterministic_algorithms(was_deterministic)
     finished = stopped_early or step >= tspec.steps
     if finished:

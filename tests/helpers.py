@@ -149,8 +149,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 FIGURE_DIV = re.compile(r'<div\b[^>]*\bid="(fig-[\w-]+)"[^>]*>')
 
 
-def render(page: Path, tmp_path: Path) -> str:
-    """The DOM of `page` after headless Chromium has run its scripts (opened from disk)."""
+def render(page: Path, tmp_path: Path, window: tuple[int, int] | None = None) -> str:
+    """The DOM of `page` after headless Chromium has run its scripts (opened from disk), in a window of
+    `window` (width, height) CSS pixels (default: Chromium's own)."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: the report test needs a real browser. "
                     "Install it with `apt-get install -y chromium` (CI's .ci/run installs it).")
@@ -158,10 +159,32 @@ def render(page: Path, tmp_path: Path) -> str:
     cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--virtual-time-budget=15000",
-           "--dump-dom", page.resolve().as_uri()]
+           *([f"--window-size={window[0]},{window[1]}"] if window else []), "--dump-dom", page.resolve().as_uri()]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0 and "</html>" in result.stdout, result.stderr[-3000:]
     return result.stdout
+
+
+LAYOUT_PROBE = """<script>window.addEventListener("load", function () { setTimeout(function () {
+  var at = {}; IDS.forEach(function (id) { var el = document.getElementById(id);
+    if (el) { var r = el.getBoundingClientRect(); at[id] = {top: r.top + window.scrollY, bottom: r.bottom + window.scrollY}; } });
+  var pre = document.createElement("pre"); pre.id = "layout-probe";
+  pre.textContent = JSON.stringify({viewport: [window.innerWidth, window.innerHeight], at: at});
+  document.body.appendChild(pre); }, 0); });</script>"""
+
+
+def layout(page: Path, tmp_path: Path, ids: list[str], window: tuple[int, int] = (1280, 800)) -> dict:
+    """Where the elements `ids` lie once headless Chromium has drawn `page` (its figures included) in a window of
+    `window` CSS pixels: {"viewport": [width, height], "at": {id: {"top", "bottom"}}}, in pixels from the top of
+    the page; an id that is not in the page is left out. The page is probed on a copy (a script added at its end)."""
+    import html as _html
+
+    probe = tmp_path / f"{page.stem}-layout.html"
+    probe.write_text(page.read_text().replace("</body>", LAYOUT_PROBE.replace("IDS", json.dumps(ids)) + "</body>"))
+    dom = render(probe, tmp_path, window=window)
+    match = re.search(r'<pre id="layout-probe">(.*?)</pre>', dom, re.S)
+    assert match, "the layout probe did not run"
+    return json.loads(_html.unescape(match.group(1)))
 
 
 def js_errors(dom: str) -> tuple[int, str]:

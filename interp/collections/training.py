@@ -72,7 +72,8 @@ def train_point(folder: str, job: dict, device: str = "cpu", threads: int | None
     may be made (default True; a fork family's are made before), "wait": how long to wait for
     another process holding the run (True until it ends, a number of seconds at most; default
     not at all, and REBUILD_WAIT seconds when `resubmitted` after a worker died), "stepper": the
-    stepper factory `interp.train.train` drives (a fork family's; default the minibatch step)}. Never raises:
+    stepper factory `interp.train.train` drives (a fork family's; default the minibatch step), "sink": the sink
+    factory it is handed (`interp.sinks`: e.g. TensorBoard or W&B; default none)}. Never raises:
     returns {"name", "state", "seconds", "error", "steps", "trained"}, the state one of done,
     interrupted, failed, damaged (the folder holds an unreadable run, or one whose run.json is
     not this point: the error names the fields) or running (another live process holds the
@@ -99,7 +100,7 @@ def _train_point(folder: str, job: dict, device: str, resubmitted: bool) -> dict
     try:
         run = _claim(path, RunSpec.from_dict(job["spec"]), wait, job.get("create", True))
         if (run.status or {}).get("state") != "done":
-            outcome = train(run, device=device, progress=False, stepper=job.get("stepper"))
+            outcome = train(run, device=device, progress=False, stepper=job.get("stepper"), sink=job.get("sink"))
             result["trained"] = True
             result["steps"] = outcome.last_step
             if not (Run.open(path).status or {}).get("state") == "done":
@@ -130,6 +131,7 @@ def train_points(
     progress: bool = True,
     create: bool = True,
     stepper=None,
+    sink=None,
 ):
     """Train every point of `collection` (a Sweep or a ForkFamily) that is not done yet, on
     `backend` ("local": a pool of `workers` processes with `threads` torch threads each; "ray":
@@ -140,7 +142,8 @@ def train_points(
     point not done before, the skipped ones first. The local pool's workers import the
     calling script again: call this under `if __name__ == "__main__":`. `create=False` (a fork
     family) never makes a missing run folder: its point is reported damaged. `stepper`: the
-    stepper factory every point trains with (`interp.train.train`; a fork family's arms)."""
+    stepper factory every point trains with (`interp.train.train`; a fork family's arms); `sink`: the sink
+    factory each is handed (`interp.sinks`; it travels to the workers, so it pickles)."""
     from tqdm.auto import tqdm
 
     from interp.collections.states import busy_message
@@ -157,7 +160,7 @@ def train_points(
             skipped.append(result_of(name, "running", busy_message(collection.path / name)))
         elif state.state != "done":
             todo.append(Job(train_point, str(collection.path / name),
-                            {"spec": spec.to_dict(), "create": create, "stepper": stepper}))
+                            {"spec": spec.to_dict(), "create": create, "stepper": stepper, "sink": sink}))
     bar = tqdm(total=len(points), initial=len(points) - len(todo) - len(skipped), desc=f"sweep {collection.name}",
                unit="run", disable=not progress, dynamic_ncols=True)
     failures = []

@@ -208,12 +208,13 @@ def check_settings(out: Path, have, want) -> None:
 
 def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, seed: int = 0,
          gamma_every: int = 0, gamma_window: int = DEFAULT_GAMMA_WINDOW, settings: dict | None = None,
-         device: str = "cpu", progress: bool = True):
+         device: str = "cpu", progress: bool = True, sink=None):
     """Fork `run` (a Run or a path) at `at` (a saved step, "tau/2", "pre", ...) under `arm` (a name,
     "NAME:key=value,..." or an Arm) for `steps` steps into the run folder `out`, and train it.
     Running it again on a finished fork trains nothing; on an interrupted one, resumes it; with other
     settings (`settings`) than it was made with, it is refused (`check_settings`); while another process
-    writes `out` (trains or makes it), `interp.files.LockHeld` is raised, naming it, and nothing is written."""
+    writes `out` (trains or makes it), `interp.files.LockHeld` is raised, naming it, and nothing is written.
+    `sink`: the sink factory training is handed (`interp.sinks`: e.g. TensorBoard or W&B)."""
     from interp.devices import check_fits
     from interp.files import LockHeld
     from interp.forks.arm_steps import fork_stepper
@@ -243,7 +244,7 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
         check_settings(out, existing.spec, spec)
         if (existing.status or {}).get("state") == "done":
             return existing
-        train(existing, device=device, progress=progress, stepper=fork_stepper)  # LockHeld when another trains it
+        train(existing, device=device, progress=progress, stepper=fork_stepper, sink=sink)  # LockHeld when another trains it
         return Run.open(out)
     lock = RunLock(out)
     if lock.is_locked():  # being made by another process: its run.json is not there yet
@@ -255,7 +256,7 @@ def fork(run, at, arm: str | Arm = "continue", steps: int = 1000, out=None, *, s
         if not isinstance(exc, LockHeld) and lock.is_locked():
             raise lock.refusal() from None
         raise
-    train(created, device=device, progress=progress, stepper=fork_stepper)
+    train(created, device=device, progress=progress, stepper=fork_stepper, sink=sink)
     return Run.open(out)
 
 

@@ -1,5 +1,9 @@
 """The mechanism table's section of the run, sweep and fork family reports, and the reconciliation table's
-after it (docs/reconciliation.md), built on the same evidence."""
+after it (docs/reconciliation.md), built on the same evidence.
+
+Each opens with a one-line digest (its rows counted by verdict, whatever the verdicts are called: read from the
+rows) and keeps its rows folded in a plain HTML `<details>`, open on a click: a report's first screen is its
+summary and its picture, not three screens of tables."""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ def mechanism_html(source) -> str:
         table = mechanisms(source.path, compute=False)
     except InterpError as exc:
         return f"{title}<p class=\"missing\">{html.escape(str(exc))}</p>" + reconcile_html(source)
-    return f"{title}{caption}{table.html()}" + reconcile_html(source, table)
+    return title + folded("mechanisms", "mechanism", table.rows, caption + table.html()) + reconcile_html(source, table)
 
 
 def reconcile_html(source, table=None) -> str:
@@ -40,5 +44,24 @@ def reconcile_html(source, table=None) -> str:
         rec = reconcile(source.path, compute=False, tables={str(source.path): table} if table is not None else None)
     except InterpError as exc:
         return f"{title}<p class=\"missing\">{html.escape(str(exc))}</p>"
-    return f"{title}{caption}{rec.html()}"
+    return title + folded("reconcile", "claim", rec.rows, caption + rec.html())
+
+
+def digest(rows: list[dict]) -> str:
+    """"7: 4 contradicted, 2 not measured, 1 consistent": the rows counted by their `verdict`, most first (ties in
+    the order the rows give them)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[str(row.get("verdict"))] = counts.get(str(row.get("verdict")), 0) + 1
+    ordered = sorted(counts.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{n} {verdict}" for verdict, n in ordered)
+
+
+def folded(key: str, noun: str, rows: list[dict], inner: str) -> str:
+    """The digest line, then `inner` (the caption and the table) folded in a <details>."""
+    n = len(rows)
+    line = f"{n} {noun}{'' if n == 1 else 's'}: {digest(rows)}" if n else f"no {noun}s"
+    return (f"<p class=\"digest\" id=\"digest-{key}\"><b>{html.escape(line)}</b></p>"
+            f"<details class=\"verdicts\" id=\"details-{key}\"><summary>the {n} row{'' if n == 1 else 's'}: each "
+            f"{noun}, its evidence and the rule's reason</summary>{inner}</details>")
 

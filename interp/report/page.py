@@ -73,6 +73,8 @@ tr.verdict-not-measured b { color: #777; }
 tr.verdict-reproduced b { color: #1a7f37; }
 tr.verdict-not-reproduced b { color: #b3261e; }
 tr.verdict-differs-definition b, tr.verdict-differs-setting b { color: #8a6d00; }
+p.digest { margin: 0.4em 0; }
+details.verdicts > summary { cursor: pointer; color: #4a86c5; margin: 0.3em 0 0.6em; }
 figcaption { color: #444; font-size: 0.92em; margin-top: 4px; max-width: 1000px; }
 """
 
@@ -147,10 +149,12 @@ def summary_table(rows: list[tuple[str, str]]) -> str:
 
 
 
-def report_top(title: str, source, made: str, start: float, summary: list[tuple[str, str]], notes: str) -> list[str]:
+def report_top(title: str, source, made: str, start: float, summary: list[tuple[str, str]], notes: str,
+               verdicts: bool = True) -> list[str]:
     """The top of every report on `source` (a run, a sweep or a fork family): the title, a line with its folder,
     when and by which interp the report was written, what it holds (`made`) and the seconds since `start`, then
-    the summary table, `notes` and the mechanism table."""
+    the summary table, `notes` and (unless `verdicts` is False: the caller places them) the mechanism and
+    reconciliation tables (`interp.report.mechanisms`)."""
     stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     from interp import __version__
 
@@ -161,7 +165,7 @@ def report_top(title: str, source, made: str, start: float, summary: list[tuple[
         "<h2 id=\"section-summary\">Summary</h2>",
         summary_table(summary),
         notes,
-        mechanism_html(source),
+        *([mechanism_html(source)] if verdicts else []),
     ]
 
 

@@ -7,7 +7,7 @@ their sections say how to compute them. Every section is registered by its figur
 (`interp.report.sections`: title, caption, figure); one that cannot be made (too few
 checkpoints, no tau, no candidate loss) is replaced by a note saying why, and the rest of the
 report is still written. Cache entries that were damaged (recomputed, or left out) and a
-cache that could not be used are named in a box under the summary; the routing head is read
+cache that could not be used are named in a box under the timeline; the routing head is read
 at the last step whose checkpoint can be read, and the summary says which.
 """
 
@@ -28,6 +28,7 @@ from interp.analysis.findings import findings as find, summary_rows
 from interp.analysis.suite import run_suite
 from interp.errors import InterpError
 from interp.report import diagnostic_figures, edge_figures, figures  # noqa: F401 - their figure functions register the sections
+from interp.report.mechanisms import mechanism_html
 from interp.report.page import (NotComputed, Section, figure_count, figure_html, page, report_top, section_html,
                                 write_html)
 from interp.report.sections import RUN, ReportSection, sections_of
@@ -35,6 +36,9 @@ from interp.runs import CACHE_DIR, Run
 from interp.summary import run_rows, run_summary
 from interp.timelines import Timeline, check_run, timeline
 from interp.transition import tau_or_none
+
+
+FIRST_SECTION = "timeline"  # the section a run's report opens with, right under the summary
 
 
 @dataclass
@@ -227,7 +231,9 @@ def _html_page(make: Callable[[Run, bool, str, bool, int | None], tuple[str, str
 
 @_html_page
 def write_report(run: Run, cache: bool, device: str, progress: bool, n_groups: int | None) -> tuple[str, str, list[str]]:
-    """Write one self-contained HTML report of `run` (summary table, then every figure) to `path`.
+    """Write one self-contained HTML report of `run` to `path`: the summary table, the circuit-formation
+    timeline, what could not be made, the mechanism and reconciliation tables (a digest line each, the rows
+    folded), then every other figure.
 
     Analyses go through the suite and its per-run cache (`cache=False`: recompute, write
     nothing). `n_groups` overrides the probe size of every analysis, as in `interp analyze`.
@@ -248,9 +254,13 @@ def write_report(run: Run, cache: bool, device: str, progress: bool, n_groups: i
         notes += ("<div class=\"missing\" id=\"cache-notes\"><b>Cache entries not used (recomputed unless said "
                   f"otherwise):</b><ul>\n{chr(10).join(items)}\n</ul></div>")
     made = f"{figure_count(made_sections)} · analyses: {c.counts['misses']} computed, {c.counts['hits']} from cache"
+    first = [s for s in made_sections if s.key == FIRST_SECTION]  # the picture, right under the summary
     body = "\n".join([
-        *report_top("interp report", run, made, start, summary(run, c), notes),
-        *(section_html(s) for s in made_sections),
+        *report_top("interp report", run, made, start, summary(run, c), "", verdicts=False),
+        *(section_html(s) for s in first),
+        notes,  # what could not be made, and cache entries not used: under the picture, above the rest
+        mechanism_html(run),  # the verdict tables, each a digest line with its rows folded
+        *(section_html(s) for s in made_sections if s not in first),
     ])
     return f"interp report: {run.name}", body, c.notes + c.step_problems + c.cache_notes
 

@@ -1,8 +1,9 @@
-"""Every command the README and the report advertise runs as shown.
+"""Every command the README, the docs and the report advertise runs as shown.
 
-The README's command-line block runs top to bottom in a scratch folder holding a copy of the
-demo, each command as written plus only the budget flags that keep it short (fewer steps, a
-smaller probe, fewer SGLD draws): the flags a user would change, never the command's shape.
+Each command block marked `<!-- commands -->` (the README's tour, docs/cli.md's reference, docs/tracking.md's)
+runs top to bottom in a scratch folder of its own holding a copy of the demo, each command as written plus only
+the budget flags that keep it short (fewer steps, a smaller probe, fewer SGLD draws): the flags a user would
+change, never the command's shape.
 The report's "compute it with" hints run the same way, after which the report draws those
 sections. Every registry entry runs through `interp analyze --only NAME` at its default steps
 (those the report does not start through its hint, the others in a test of their own).
@@ -27,10 +28,26 @@ SMALL_ANALYSIS = ["--n-groups", "4", "--n-examples", "16", "--n-pairs", "8", "--
                   "--n-draws", "2"]
 
 
+MARKER = "<!-- commands -->"
+
+
+def command_files() -> list[str]:
+    """The README and the docs files holding command blocks, relative to the repository."""
+    paths = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [str(p.relative_to(ROOT)) for p in paths if MARKER in p.read_text()]
+
+
+def commands_of(name: str) -> list[str]:
+    """The `interp` lines of every command block of `name`, in order (comments cut)."""
+    out = []
+    for part in (ROOT / name).read_text().split(MARKER)[1:]:
+        block = part.split("```", 2)[1]
+        out += [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.startswith("interp ")]
+    return out
+
+
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    block = text.split("## The command line", 1)[1].split("```", 2)[1]
-    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.startswith("interp ")]
+    return commands_of("README.md")
 
 
 def budget(argv: list[str]) -> list[str]:
@@ -69,24 +86,35 @@ def scratch(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-def test_the_readme_lists_the_commands_it_shows():
-    commands = readme_commands()
-    assert len(commands) >= 15
-    assert {c.split()[1] for c in commands} >= {"train", "show", "ls", "analyze", "report", "timeline", "sweep",
-                                                "scaling"}
+def test_the_readme_and_docs_list_the_commands_they_show():
+    assert set(command_files()) >= {"README.md", "docs/cli.md", "docs/tracking.md"}
+    tour = {c.split()[1] for c in readme_commands()}
+    assert tour >= {"train", "analyze", "timeline", "report", "sweep", "fork", "reconcile", "export", "doctor"}
+    assert any("--track" in c for c in readme_commands())
+    reference = commands_of("docs/cli.md")
+    assert len(reference) >= 15
+    assert {c.split()[1] for c in reference} >= {"train", "show", "ls", "analyze", "report", "timeline", "sweep",
+                                                 "scaling", "fork", "mechanisms", "reconcile", "export", "doctor"}
 
 
-def test_every_readme_command_runs_as_shown(scratch, capsys):
+WRITES = {"README.md": ("report.html", "timeline.html", "sweep.html"),
+          "docs/cli.md": ("report.html", "timeline.html", "scaling.html"),
+          "docs/tracking.md": ("checkpoints/demo/exports/tensorboard/demo", "exports/demo-wandb/wandb",
+                               "checkpoints/tb-run/tensorboard", "checkpoints/wb-run/wandb")}
+
+
+@pytest.mark.parametrize("name", command_files())
+def test_every_command_runs_as_shown(name, scratch, capsys):
     failures = []
-    for command in readme_commands():
+    for command in commands_of(name):
         argv = budget(command.split()[1:])
         code = run_cli(argv)
         out = capsys.readouterr()
         if code != 0:
             failures.append(f"{command}: exit {code}: {out.err.strip()[-300:]}")
     assert not failures, "\n".join(failures)
-    assert (scratch / "report.html").is_file() and (scratch / "timeline.html").is_file()
-    assert (scratch / "scaling.html").is_file()
+    for path in WRITES.get(name, ()):
+        assert (scratch / path).exists(), path
 
 
 def test_every_report_hint_runs_and_fills_its_section(scratch):

@@ -10,7 +10,7 @@ import pytest
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.train import train
-from tests.helpers import FIGURE_DIV, figures, js_errors, render, small_spec
+from tests.helpers import FIGURE_DIV, figures, js_errors, layout, render, small_spec
 
 from interp.report import write_report, write_timeline
 
@@ -49,6 +49,32 @@ def test_report_renders_every_figure_in_a_browser(report, tmp_path):
         assert f'class="pending" data-section="{key}"' in dom
     assert "interp analyze" in dom and "--only hessian" in dom and "--only llc" in dom
     assert 'id="section-mechanisms"' in dom and "incremental group coverage" in dom  # the mechanism table
+
+
+FIRST_SCREEN = (1280, 1080)  # a desktop's window: the report's first screen
+
+
+def test_the_first_screen_holds_the_summary_and_the_timeline(report, tmp_path):
+    """Summary, then the circuit-formation timeline, then the two verdict tables as one-line digests (their rows
+    folded in <details>), then the other figures; drawn by Chromium in a 1280 x 1080 window."""
+    ids = ["summary", "fig-timeline", "digest-mechanisms", "details-mechanisms", "digest-reconcile", "details-reconcile",
+           "section-loss"]
+    found = layout(report, tmp_path, ids, window=FIRST_SCREEN)
+    at, height = found["at"], found["viewport"][1]
+    assert found["viewport"][0] == FIRST_SCREEN[0] and set(at) == set(ids), found  # height: the window's, less its frame
+    assert at["summary"]["bottom"] < height, "the summary does not fit the first screen"
+    assert at["fig-timeline"]["top"] < height - 200, "the timeline does not begin on the first screen"
+    tops = [at[i]["top"] for i in ("summary", "fig-timeline", "digest-mechanisms", "digest-reconcile", "section-loss")]
+    assert tops == sorted(tops), at
+    text = report.read_text()
+    for key in ("mechanisms", "reconcile"):
+        assert at[f"details-{key}"]["bottom"] - at[f"details-{key}"]["top"] < 60, f"the {key} rows are not folded"
+        digest = re.search(rf'id="digest-{key}"><b>(\d+) \w+: (.*?)</b>', text)
+        folded = text.split(f'id="details-{key}"', 1)[1].split("</details>", 1)[0]
+        verdicts = re.findall(r"<tr class='verdict-[^']*'>(?:<td>.*?</td>){0,7}?<td><b>([^<]*)</b>", folded)
+        assert int(digest.group(1)) == len(verdicts) > 0
+        counted = {v: int(n) for n, v in (part.split(" ", 1) for part in digest.group(2).split(", "))}
+        assert counted == {v: verdicts.count(v) for v in set(verdicts)}, (counted, verdicts)
 
 
 def test_the_error_recorder_sees_errors(run, tmp_path):

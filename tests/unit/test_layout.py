@@ -6,11 +6,11 @@ below, lazy imports and "module:function" strings included:
     1 core          names, errors, formatting, seeding, files, spec, precision, devices, presets, run_layout, presentable
     2 task/model    task, model, fastpath
     3 run           runs, checkpoints, run_states, metrics, metrics_log, transition, summary
-    4 training      steps, optimizer, optimizer_stats, replay, train
+    4 training      steps, optimizer, optimizer_stats, replay, sinks, train
     5 analysis      analysis/, timelines
     6 collections   collections/, sweeps/, forks/
     7 judgement     mechanisms/, reconcile/
-    8 presentation  plots/, display/, report/
+    8 presentation  plots/, display/, report/, tracking/
     9 entry         cli*, and the package itself (interp/__init__.py: the lazy public names)
 
 Figures take results, never the reverse; the quick paths (`interp scaling`, `import
@@ -160,12 +160,14 @@ FLOORS = (
     ("task/model", ("interp.task", "interp.model", "interp.fastpath")),
     ("run", ("interp.runs", "interp.checkpoints", "interp.run_states", "interp.run_segments", "interp.metrics",
              "interp.metrics_log", "interp.transition", "interp.summary")),
-    ("training", ("interp.steps", "interp.optimizer", "interp.optimizer_stats", "interp.replay", "interp.train")),
+    ("training", ("interp.steps", "interp.optimizer", "interp.optimizer_stats", "interp.replay", "interp.sinks",
+                  "interp.train")),
     ("analysis", ("interp.analysis", "interp.timelines")),
     ("collections", ("interp.collections", "interp.sweeps", "interp.forks")),
     ("judgement", ("interp.mechanisms", "interp.reconcile")),
-    ("presentation", ("interp.plots", "interp.display", "interp.report")),
-    ("entry", ("interp", "interp.cli", "interp.cli_fork", "interp.cli_sweep", "interp.cli_mechanisms", "interp.cli_show")),
+    ("presentation", ("interp.plots", "interp.display", "interp.report", "interp.tracking")),
+    ("entry", ("interp", "interp.cli", "interp.cli_fork", "interp.cli_sweep", "interp.cli_mechanisms", "interp.cli_show",
+               "interp.cli_export", "interp.cli_track", "interp.cli_doctor")),
 )
 
 
