@@ -38,6 +38,15 @@ def done_forks(table):
     return df
 
 
+def unfinished(table, arm: str) -> str:
+    """", N of them not finished (their statuses)" where the family holds forks of `arm` that are not done."""
+    left = table[(table["status"].astype(str) != "done") & (table["arm"].astype(str) == arm.split(":", 1)[0])]
+    if left.empty:
+        return ""
+    states = ", ".join(f"{n} {s}" for s, n in left["status"].astype(str).value_counts().sort_index().items())
+    return f": its {len(left)} are not finished ({states})"
+
+
 def escapes(rows, y: str = "escape") -> tuple[list[tuple[float, float]], int]:
     """Each fork's escape as (low, high] in steps after the fork (censored: (steps run, inf)), and how many
     forks had neither an escape nor a censoring (left out)."""
@@ -76,7 +85,8 @@ def escape_ratio(table, arm: str, reference: str, y: str | None = None) -> tuple
     mine = df[(df["label"] == arm) | (df["arm"].astype(str) == arm)]
     ref = df[df["label"] == reference]
     if mine.empty or ref.empty:
-        return None, f"no done {arm if mine.empty else reference} forks"
+        name = arm if mine.empty else reference
+        return None, f"no done {name} forks" + unfinished(table, name)
     steps = sorted(set(mine["fork_step"].dropna().astype(int)) & set(ref["fork_step"].dropna().astype(int)))
     if not steps:
         return None, f"no fork step holds both {arm} and {reference} forks"

@@ -70,11 +70,27 @@ def keep(path, csv) -> Path:
                              **_setting(parent.spec))
     else:
         raise InterpError(f"{path} is not a run, sweep or fork family folder")
+    table = table.assign(source=str(obj.design["parent"]) if kind == FAMILY else str(obj.path),
+                         replicate=_replicate(kind, obj))
     text = table.to_csv(index=False)
     out = Path(csv)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out, text.encode())
     return out
+
+
+def _replicate(kind: str, obj) -> str:
+    """The command that adds replicates of what the folder measured (as `reconcile` names it), kept so that a
+    re-judged row recommends a command that runs, never one naming the CSV."""
+    from interp.collections.folders import FAMILY, RUN
+    from interp.mechanisms import commands
+    from interp.mechanisms.reconcile_rules import FIT, FORKS_PER_ARM, RUNS
+
+    if kind == RUN:
+        return commands.run_seeds(obj.spec, str(obj.path), RUNS.n)
+    if kind == FAMILY:
+        return commands.family_seeds(obj, FORKS_PER_ARM.n)
+    return commands.sweep_seeds(obj, FIT.n)
 
 
 def _settings_of(table) -> dict[str, list]:
@@ -120,7 +136,9 @@ def rejudge(csv) -> ReconcileTable:
     if "kind" not in table or table.empty:
         raise InterpError(f"{csv} is not a kept table (no 'kind' column, or no rows)")
     kind = str(table["kind"].iloc[0])
-    g = Gathered(str(path), kind, _settings_of(table), run_path=str(path))
+    source = str(table["source"].iloc[0]) if "source" in table else str(path)  # the folder (a family: its parent)
+    replicate = str(table["replicate"].iloc[0]) if "replicate" in table and isinstance(table["replicate"].iloc[0], str) else ""
+    g = Gathered(str(path), kind, _settings_of(table), run_path=source, replicate=replicate)
     if kind == "fork family":
         from interp.mechanisms.evidence import forks_measure
         from interp.mechanisms.reconcile_rules import FORK_STATE

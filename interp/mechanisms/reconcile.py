@@ -50,6 +50,7 @@ class Gathered:
     run_path: str = ""  # the run an analysis command names (a family's parent)
     replicate: str = ""  # the command that adds replicates of what this path measured (interp.mechanisms.commands)
     final: set = field(default_factory=set)  # claims no command would measure here (e.g. no tau to place a plateau)
+    pending: set = field(default_factory=set)  # claims whose forks are in the design but not finished: `replicate` does
 
 
 # ---------------------------------------------------------------------------- gathering
@@ -325,6 +326,8 @@ def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
         m, why = escape_ratio(table, pick, "full_batch")
         if m is None:
             g.missing[key] = why
+            if "not finished" in why:
+                g.pending.add(key)
             continue
         if "xi=measured" in m.extra.get("label", ""):
             g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
@@ -348,7 +351,12 @@ def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
             g.ours[key] = each_arm(claim(key), found)
             g.more.setdefault(key, []).extend(differs)
         else:
-            g.missing[key] = f"no {' or '.join(names)} fork with a measured Gamma (gamma_every > 0)"
+            from interp.mechanisms.fork_measures import unfinished
+
+            left = "".join(unfinished(table, arm) for arm in names)
+            g.missing[key] = f"no {' or '.join(names)} fork with a measured Gamma (gamma_every > 0)" + left
+            if left:
+                g.pending.add(key)
 
 
 # ---------------------------------------------------------------------------- the rows
@@ -402,7 +410,10 @@ def rows_of(gathered: list[Gathered]) -> list[dict]:
             owner = next((g for g in able if _why(g, c)), able[0] if able else None)
             why = [g for g in gathered if _why(g, c)]
             row = _row(c, None, missing, final=bool(why) and all(c.key in g.final for g in why))
-            if owner is not None:
+            if owner is not None and c.key in owner.pending and owner.replicate:  # the family's own design trains them
+                row["why"] = f"{missing}; measure it with: {owner.replicate}"
+                row["command"] = owner.replicate
+            elif owner is not None:
                 row["why"] = row["why"].replace("RUN", owner.run_path)
                 row["command"] = row["command"].replace("RUN", owner.run_path)
             rows.append(row)

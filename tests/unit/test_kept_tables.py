@@ -19,6 +19,7 @@ def _same(a, b):
     for x, y in zip(a.rows, b.rows):
         assert x["key"] == y["key"]
         assert (x["verdict"], x["n_runs"]) == (y["verdict"], y["n_runs"]), (x, y)
+        assert x["command"] == y["command"], (x["key"], x["command"], y["command"])  # never a command naming the CSV
         for col in ("value", "low", "high"):
             assert (math.isnan(x[col]) and math.isnan(y[col])) or x[col] == pytest.approx(y[col]), (x["key"], col)
 
@@ -64,3 +65,22 @@ def test_no_kept_row_is_reproduced_outside_its_margin(csv):
         low, high = ((r["author_low"], r["author_high"]) if math.isfinite(r["author_value"]) else (r["low"], r["high"]))
         assert c.margin.low <= low and high <= c.margin.high, r
         assert r["n_runs"] >= c.evidence.n, r
+
+
+def test_unfinished_forks_are_named_and_the_familys_design_trains_them(tmp_path):
+    """A kept family whose isotropic forks were interrupted says so, and recommends the family's own design
+    (kept beside its rows), never the generic fork command on the CSV's path."""
+    import pandas as pd
+
+    table = pd.read_csv(DATA / "forks-tiny.csv")
+    iso = table["arm"] == "isotropic_noise"
+    assert iso.sum() >= 2
+    table.loc[iso, "status"] = "interrupted"
+    table = table.assign(source="runs/parent", replicate="interp fork runs/parent --at 100 --arm full_batch,"
+                         "isotropic_noise --seed 0,1,2 --steps 500 --out runs/fam-seeds --workers 2")
+    csv = tmp_path / "fam.csv"
+    table.to_csv(csv, index=False)
+    row = next(r for r in rejudge(csv).rows if r["key"] == "fork_isotropic")
+    assert row["verdict"] == R.NOT_MEASURED
+    assert f"its {int(iso.sum())} are not finished ({int(iso.sum())} interrupted)" in row["why"], row["why"]
+    assert row["command"] == table["replicate"].iloc[0] and str(csv) not in row["command"]
