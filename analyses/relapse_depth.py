@@ -3,7 +3,8 @@
 The author's forks (SPEC 9.2) start from a state that sat relapsed for 16,000 steps; forks-relapse-tiny's started 25
 steps into its relapse. AdamW's second moment forgets on a scale of 1 / (1 - beta2) = 1,000 steps, so a state
 forked that early still carries the solved state's v. Here the relapse's depth is an axis: the family forks the
-relapsed state held H = 0, 1,000 and 4,000 steps (`interp fork --at relapse+H`), under the author's arms (full_batch,
+relapsed state held H = 0 and 1,000 steps (`interp fork --at relapse+H`; 4,000 lies past the tiny relapse's stretch,
+docs/forks.md), under the author's arms (full_batch,
 minibatch, isotropic noise, v-only noise with isotropic xi), 3 fork seeds each and the author's held escape
 (loss_first < 3.0 held 500 steps). Printed per depth: the second moment's state (v_mean.all of the relapsed run at
 the fork step over its value at the solved state the relapse started from, with the attention and MLP modules), then

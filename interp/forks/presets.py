@@ -84,13 +84,15 @@ FORK_PRESETS["forks-relapse-tiny"] = ForkDesign(  # the author's fork experiment
 
 
 # issue 46: the relapse's depth as an axis. The author's state sat relapsed 16,000 steps; AdamW's second moment
-# forgets on 1 / (1 - beta2) = 1,000 steps, so the family forks the relapsed state held H = 0, 1,000 and 4,000 steps
-# (`--at relapse+H`) under the author's arms, 3 seeds, his held escape. D = 500 (n_bases 50): a full gradient costs
-# about 4 minibatch steps. The relapse lr holds the marginal 4,000 steps and more (docs/forks.md, "The relapse's
-# depth": calibrated with `python analyses/relapse_depth.py --calibrate`)
+# forgets on 1 / (1 - beta2) = 1,000 steps, so the family forks the relapsed state at its relapse and held H = 1,000
+# steps (`--at relapse+H`) under the author's arms, 3 seeds, his held escape. D = 500 (n_bases 50): a full gradient
+# costs about 4 minibatch steps. At 10x the parent's lr (0.03) the relapse comes 25 steps into the lr fork and holds
+# 1,425 steps before the minibatch continuation re-solves on its own, so a depth of 4,000 is past the stretch at any
+# lr that relapses here (0.015 never held; calibrated with `python analyses/relapse_depth.py --calibrate`:
+# docs/forks.md, "The relapse's depth")
 FORK_PRESETS["forks-relapse-depth-tiny"] = ForkDesign(
     parent=FORK_PRESETS["forks-tiny"].parent.override(n_bases=50),
-    at="relapse,relapse+1000,relapse+4000",
+    at="relapse,relapse+1000",
     arms="full_batch,minibatch,isotropic_noise,v_only_noise:xi=isotropic",
     seeds=(0, 1, 2),
     horizon=2000,
@@ -98,7 +100,7 @@ FORK_PRESETS["forks-relapse-depth-tiny"] = ForkDesign(
     gamma_window="100:500",
     settings=(("eval_every", 25), ("checkpoint_every", 500), ("save_optimizer", False), ("stop_after_snap", 600)),
     escape="loss_first<3.0,hold=500",
-    relapse=RelapseStage(lr=0.03, steps=4600, criterion="loss_cand>0.9logK,hold=100",
+    relapse=RelapseStage(lr=0.03, steps=1500, criterion="loss_cand>0.9logK,hold=100",
                          settings=(("save_optimizer", True), ("checkpoint_every", 100), ("eval_every", 25),
                                    ("densify", False), ("early_checkpoints", False), ("stop_after_snap", None))),
 )
