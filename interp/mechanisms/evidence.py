@@ -359,9 +359,11 @@ def anisotropy_of(run, t: int | None) -> float:
     return float(np.median(v)) if len(v) else math.nan
 
 
-def forks_measure(table: pd.DataFrame, arm: str = "full_batch", reference: str = "minibatch") -> tuple[Measure | None, str]:
-    """The escape ratio, full batch over minibatch, at the earliest fork step that has both, under the family's
-    escape criterion (`interp.mechanisms.fork_measures.escape_ratio`: Welch's t on the log escapes)."""
+def forks_measure(table: pd.DataFrame, arm: str = "full_batch", reference: str = "minibatch",
+                  deepest: bool = False) -> tuple[Measure | None, str]:
+    """The escape ratio, full batch over minibatch, at the earliest fork step that has both (`deepest`: the latest,
+    for a family forking one relapse at several depths), under the family's escape criterion
+    (`interp.mechanisms.fork_measures.escape_ratio`: Welch's t on the log escapes)."""
     from interp.mechanisms.fork_measures import escape_ratio
 
     from dataclasses import replace
@@ -369,7 +371,7 @@ def forks_measure(table: pd.DataFrame, arm: str = "full_batch", reference: str =
     from interp.forks.escape import parse_escape
     from interp.sweeps.forks import arm_label
 
-    m, why = escape_ratio(table, arm, reference)
+    m, why = escape_ratio(table, arm, reference, deepest=deepest)
     if m is None:
         return None, why
     named = table["escape_criterion"].dropna() if "escape_criterion" in table else pd.Series(dtype=str)
@@ -377,7 +379,7 @@ def forks_measure(table: pd.DataFrame, arm: str = "full_batch", reference: str =
     v_only = table[table["arm"].astype(str) == "v_only_noise"]
     labels = sorted({arm_label(a, p) for a, p in zip(v_only["arm"], v_only.get("arm_params", [""] * len(v_only)))})
     if labels:  # which noise reached the second moment: the label says xi=measured or xi=isotropic
-        ratios = [(label, escape_ratio(table, label, reference)[0]) for label in labels]
+        ratios = [(label, escape_ratio(table, label, reference, deepest=deepest)[0]) for label in labels]
         detail += "; noise in the second moment only (v_only_noise), ratio to " + reference + ": " + ", ".join(
             f"{label} {r.as_estimate().bound + ' ' if r is not None and r.as_estimate().bound else ''}"
             f"{r.value:.3g}" if r is not None else f"{label} undefined" for label, r in ratios)

@@ -73,11 +73,13 @@ def _seedless(label: str) -> bool:
     return bool(cls is not None and cls.seedless)
 
 
-def escape_ratio(table, arm: str, reference: str, y: str | None = None) -> tuple[Measure | None, str]:
+def escape_ratio(table, arm: str, reference: str, y: str | None = None,
+                 deepest: bool = False) -> tuple[Measure | None, str]:
     """The escape ratio of the forks labelled `arm` (an arm label, or an arm name matching every label of that
-    arm) over `reference`'s at the earliest fork step holding both, as a Measure (None and why when it cannot be
-    had); `y` the escape column (None: the family's criterion, `escape`, where the table has it, else tau_half's).
-    A measure resting on one fork of a random arm has no interval (it decides nothing)."""
+    arm) over `reference`'s at the earliest fork step holding both (`deepest`: the latest, for a family forking
+    one relapse at several depths, whose deepest state is the author's), as a Measure (None and why when it cannot
+    be had); `y` the escape column (None: the family's criterion, `escape`, where the table has it, else
+    tau_half's). A measure resting on one fork of a random arm has no interval (it decides nothing)."""
     y = y or ("escape" if "escape" in table.columns else "escape_half")
     df = done_forks(table)
     if df.empty:
@@ -90,7 +92,7 @@ def escape_ratio(table, arm: str, reference: str, y: str | None = None) -> tuple
     steps = sorted(set(mine["fork_step"].dropna().astype(int)) & set(ref["fork_step"].dropna().astype(int)))
     if not steps:
         return None, f"no fork step holds both {arm} and {reference} forks"
-    step = steps[0]
+    step = steps[-1] if deepest else steps[0]
     at = mine[mine["fork_step"] == step]
     if arm not in set(at["label"]) and at["label"].nunique() > 1:  # an arm name with several parameterisations
         at = at[at["label"] == sorted(set(at["label"]))[0]]
@@ -123,9 +125,10 @@ def escape_ratio(table, arm: str, reference: str, y: str | None = None) -> tuple
     return Measure.of(e, detail, {"fork_step": step, "label": label, "n_x": 0}), ""
 
 
-def gamma(table, arm: str, label_filter: str = "") -> tuple[Measure | None, str]:
+def gamma(table, arm: str, label_filter: str = "", deepest: bool = False) -> tuple[Measure | None, str]:
     """The geometric mean of the realised Gamma (ratio of sums) of `arm`'s forks at its earliest fork step with a
-    measured Gamma (labels containing `label_filter` when given), with its t interval on the log scale."""
+    measured Gamma (`deepest`: the latest, as `escape_ratio`; labels containing `label_filter` when given), with
+    its t interval on the log scale."""
     import pandas as pd
 
     df = done_forks(table)
@@ -137,7 +140,7 @@ def gamma(table, arm: str, label_filter: str = "") -> tuple[Measure | None, str]
         pick = pick[pick["label"].str.contains(label_filter, regex=False)]
     if pick.empty:
         return None, f"no {arm} fork with a measured Gamma (gamma_every > 0)"
-    step = int(pick["fork_step"].min())
+    step = int(pick["fork_step"].max() if deepest else pick["fork_step"].min())
     g = pick[pick["fork_step"] == step]["gamma"].to_numpy(float)
     e = mean_t(g, log=True)
     if e is None:

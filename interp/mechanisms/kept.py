@@ -143,15 +143,17 @@ def rejudge(csv) -> ReconcileTable:
         from interp.mechanisms.evidence import forks_measure
         from interp.mechanisms.reconcile_rules import FORK_STATE
 
-        if bool(table["relapsed"].iloc[0]):
+        relapsed = bool(table["relapsed"].iloc[0])
+        if relapsed:
             g.same.add(FORK_STATE)
-        m, why = forks_measure(table)
+        deepest = relapsed and table["fork_step"].nunique() > 1  # as reconcile.deepest_relapse
+        m, why = forks_measure(table, deepest=deepest)
         if m is not None:
             g.ours["fork_full_batch"] = m
         else:
             g.missing["fork_full_batch"] = why
         design = {k: table[k].iloc[0] for k in ("gamma_window", "gamma_every") if k in table and _finite(table[k].iloc[0])}
-        _fork_arms(g, table, {k: int(v) for k, v in design.items()})
+        _fork_arms(g, table, {k: int(v) for k, v in design.items()}, deepest=deepest)
     else:
         _from_evidence(g, _run_evidence(table))
         if kind == "sweep":

@@ -276,8 +276,15 @@ def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Ga
         g.ours["fork_full_batch"] = mech.measures["entropic_forks"]
     else:
         g.missing["fork_full_batch"] = row["why"]
-    _fork_arms(g, family.table(), family.design)
+    _fork_arms(g, family.table(), family.design, deepest=deepest_relapse(family))
     return g, mech
+
+
+def deepest_relapse(family) -> bool:
+    """Whether the family's fork measures are read at its latest fork step: a family forking one relapsed state at
+    several depths (`--at relapse,relapse+H`) is judged where it sat relapsed longest, the nearest to the author's
+    state (16,000 steps into its relapse); any other family at its earliest fork step."""
+    return family.parent_problem() is None and len(set(family.design.get("steps") or [])) > 1 and _relapsed(family)
 
 
 def _relapsed(family) -> bool:
@@ -302,10 +309,10 @@ def _relapsed(family) -> bool:
     return all(found <= s and (ended is None or s < ended) for s in family.design["steps"])
 
 
-def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
+def _fork_arms(g: Gathered, table, design: dict | None = None, deepest: bool = False) -> None:
     """The trap ratios (each noise arm's escapes over the full-batch arm's, `interp.mechanisms.fork_measures`) and
-    the realised Gamma, each at the arm's earliest fork step; an escape criterion or a Gamma window (`design`'s) not
-    the author's is named."""
+    the realised Gamma, each at the arm's earliest fork step (`deepest`: its latest, `deepest_relapse`); an escape
+    criterion or a Gamma window (`design`'s) not the author's is named."""
     import pandas as pd
 
     from interp.mechanisms.fork_measures import done_forks, escape_ratio, gamma
@@ -323,7 +330,7 @@ def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
         if arm == "v_only_noise":  # the author's v-only noise is isotropic
             author = sorted(lb for lb in labels if lb.startswith(arm) and "xi=isotropic" in lb)
             pick = author[0] if author else arm
-        m, why = escape_ratio(table, pick, "full_batch")
+        m, why = escape_ratio(table, pick, "full_batch", deepest=deepest)
         if m is None:
             g.missing[key] = why
             if "not finished" in why:
@@ -340,11 +347,11 @@ def _fork_arms(g: Gathered, table, design: dict | None = None) -> None:
         for arm in names:
             label_filter = ""
             if arm == "v_only_noise":
-                iso = gamma(table, arm, "xi=isotropic")[0]
+                iso = gamma(table, arm, "xi=isotropic", deepest)[0]
                 label_filter = "xi=isotropic" if iso is not None else ""
-                if iso is None and gamma(table, arm, "xi=measured")[0] is not None:
+                if iso is None and gamma(table, arm, "xi=measured", deepest)[0] is not None:
                     g.more.setdefault(key, []).append("v-only noise xi = measured minibatch noise (author: isotropic)")
-            m, _ = gamma(table, arm, label_filter)
+            m, _ = gamma(table, arm, label_filter, deepest)
             if m is not None:
                 found[arm] = replace(m, detail=m.detail + window)
         if found:  # each arm at its earliest fork step, never a mean over arms that differ

@@ -202,7 +202,9 @@ def for_family(family, compute: bool = True, progress: bool = False) -> Mechanis
     notes += [f"{name} is damaged, left out: {why}" for name, why in damaged.items()]
     from interp.mechanisms.commands import family_seeds
 
-    measures["entropic_forks"], missing["entropic_forks"] = forks_measure(forks)
+    from interp.mechanisms.reconcile import deepest_relapse
+
+    measures["entropic_forks"], missing["entropic_forks"] = forks_measure(forks, deepest=deepest_relapse(family))
     table = build(str(family.path), "fork family", measures, missing, notes, family_seeds(family, 3))
     table.damaged, table.warnings, table.evidence = damaged, warnings, evidence
     for r in table.rows:  # the sweep-only rows of a family: say what would measure them

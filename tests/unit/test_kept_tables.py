@@ -84,3 +84,25 @@ def test_unfinished_forks_are_named_and_the_familys_design_trains_them(tmp_path)
     assert row["verdict"] == R.NOT_MEASURED
     assert f"its {int(iso.sum())} are not finished ({int(iso.sum())} interrupted)" in row["why"], row["why"]
     assert row["command"] == table["replicate"].iloc[0] and str(csv) not in row["command"]
+
+
+@pytest.mark.parametrize("relapsed", [False, True])
+def test_a_family_of_relapse_depths_is_judged_at_its_deepest_step(tmp_path, relapsed):
+    """Forks of one relapsed state at two depths are read where it sat relapsed longest (the author's state);
+    any other family at its earliest fork step. The deeper step's isotropic forks escape 4x later here."""
+    import pandas as pd
+
+    shallow = pd.read_csv(DATA / "forks-tiny.csv")
+    deep = shallow.assign(fork_step=600, run=shallow["run"].str.replace("at100", "at600"))
+    iso = deep["arm"] == "isotropic_noise"
+    deep.loc[iso, "escape"] = deep.loc[iso, "escape"] * 4
+    table = pd.concat([shallow, deep]).assign(relapsed=relapsed)
+    csv = tmp_path / "depths.csv"
+    table.to_csv(csv, index=False)
+    rows = {r["key"]: r for r in rejudge(csv).rows}
+    one = rejudge(DATA / "forks-tiny.csv").rows
+    base = next(r for r in one if r["key"] == "fork_isotropic")
+    row = rows["fork_isotropic"]
+    assert f"at fork step {600 if relapsed else 100}" in row["detail"], row["detail"]
+    assert row["value"] == pytest.approx(base["value"] * (4 if relapsed else 1), rel=1e-6)
+    assert f"at fork step {600 if relapsed else 100}" in rows["fork_full_batch"]["detail"]
