@@ -7,7 +7,7 @@ relapsed state held H = 0 and 1,000 steps (`interp fork --at relapse+H`; 4,000 l
 docs/forks.md), under the author's arms (full_batch,
 minibatch, isotropic noise, v-only noise with isotropic xi), 3 fork seeds each and the author's held escape
 (loss_first < 3.0 held 500 steps). Printed per depth: the second moment's state (v_mean.all of the relapsed run at
-the fork step over its value at the solved state the relapse started from, with the attention and MLP modules), then
+the fork step over the solved parent's at the step the relapse forked, with the attention and MLP modules), then
 each arm's escape and its ratio to full_batch (geometric means, Welch's t on the log escapes, 90%:
 interp.mechanisms.fork_measures), and the reconciliation rows the family gives (interp reconcile).
 
@@ -36,18 +36,32 @@ MODULES = ("all", "L0.attn", "L0.mlp", "embed", "unembed")
 
 
 def v_ratios(relapsed, step: int) -> dict[str, float]:
-    """v_mean.<module> of the relapsed run at `step` over its value at the run's first evaluation (the solved state
-    the relapse forked)."""
+    """v_mean.<module> of the relapsed run at `step` over the solved state's: its parent's at the step the lr fork
+    started from (the relapsed run's own first logged value where the parent is gone or logged none there)."""
+    from interp.runs import Run
+
     names = [f"v_mean.{m}" for m in MODULES]
     series = relapsed.metric_series(*names)
     steps = series["step"]
     if not steps:
         return {}
+    solved = {}
+    origin = relapsed.fork or {}
+    try:
+        parent = Run.open(origin["parent"])
+        ps = parent.metric_series(*names)
+        at_parent = max((i for i, s in enumerate(ps["step"]) if s <= int(origin["parent_step"])), default=None)
+        if at_parent is not None:
+            solved = {n: ps[n][at_parent] for n in names}
+    except Exception:  # noqa: BLE001 - no parent to read: the relapsed run's first value stands in
+        solved = {}
     at = max((i for i, s in enumerate(steps) if s <= step), default=0)
     out = {}
     for name in names:
         values = series[name]
-        first = next((v for v in values if v is not None and v == v), None)
+        first = solved.get(name)
+        if first is None or first != first:
+            first = next((v for v in values if v is not None and v == v), None)
         now = values[at]
         out[name.removeprefix("v_mean.")] = (now / first if first and now is not None and now == now else math.nan)
     return out
