@@ -16,7 +16,7 @@ start from: a kept state, else the resume state; a run that is not a fork may al
 saved step. The state must lie within the relapsed stretch: before the first evaluation after the
 relapse whose metric is no longer past the threshold (a run that re-solved); NaN, not evaluated, is
 skipped. So the criterion's metric at the run's last evaluation at or before the step is still past
-it, as reconcile's `_relapsed` asks of a family's fork steps. A criterion never met, or a fork that
+it, as `interp.mechanisms.fork_measures.family_relapsed` asks of a family's fork steps. A criterion never met, or a fork that
 kept no state inside the stretch, is refused with the reason (and, for the second, the remedy).
 """
 

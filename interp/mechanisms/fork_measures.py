@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from interp.errors import InterpError
 from interp.mechanisms.intervals import Estimate, log_ratio_t, mean_t
 from interp.mechanisms.rules import Measure
 
@@ -146,3 +147,32 @@ def gamma(table, arm: str, label_filter: str = "", deepest: bool = False) -> tup
     if e is None:
         return None, f"a {arm} fork's Gamma is not positive"
     return Measure.of(e, f"Gamma (ratio of sums) of the {arm} forks at fork step {step}"), ""
+
+
+def deepest_relapse(family) -> bool:
+    """Whether the family's fork measures are read at its latest fork step: a family forking one relapsed state at
+    several depths (`--at relapse,relapse+H`) is judged where it sat relapsed longest, the nearest to the author's
+    state (16,000 steps into its relapse); any other family at its earliest fork step."""
+    return family.parent_problem() is None and len(set(family.design.get("steps") or [])) > 1 and family_relapsed(family)
+
+
+def family_relapsed(family) -> bool:
+    """Whether every fork starts from a relapsed state, as the author's forks do: not the first plateau, nor a
+    state that re-solved after the relapse. As `interp fork RUN --at relapse` takes it (`relapse_at`), under the
+    relapse criterion the family was made with (its design's "relapse"; absent: the default): each fork step lies
+    in the parent's first relapsed stretch, from its relapse up to the first evaluation no longer past the
+    criterion's threshold (`relapsed_until`)."""
+    from interp.forks.relapse import detect, parse_relapse, relapsed_until
+
+    parent = family.parent
+    try:
+        criterion = parse_relapse(family.design.get("relapse"))
+        series = parent.metric_series("loss_cand", criterion.metric)
+    except InterpError:
+        return False
+    steps, values = series["step"], series[criterion.metric]
+    found = detect(steps, series["loss_cand"], values, parent.log_k, criterion)[1]
+    if found is None:
+        return False
+    ended = relapsed_until(steps, values, found, criterion, parent.log_k)
+    return all(found <= s and (ended is None or s < ended) for s in family.design["steps"])

@@ -61,7 +61,7 @@ def keep(path, csv) -> Path:
             extra.append({**_setting(run.spec), **(_evidence(ev) if ev else {})})
         table = pd.concat([table.reset_index(drop=True), pd.DataFrame(extra)], axis=1).assign(kind="sweep")
     elif kind == FAMILY:
-        from interp.mechanisms.reconcile import _relapsed
+        from interp.mechanisms.fork_measures import family_relapsed as _relapsed
 
         table = obj.table()
         parent = obj.parent

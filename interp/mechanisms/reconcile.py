@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from interp.errors import InterpError
 from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, Claim, verdict
 from interp.mechanisms.reconcile_rules import claim, each_arm, escape_difference, gamma_window_difference, setting_differences
+from interp.mechanisms.fork_measures import deepest_relapse, family_relapsed as _relapsed
 from interp.mechanisms.reconcile_table import ReconcileTable, value_text
 from interp.mechanisms.rules import Measure
 
@@ -278,35 +279,6 @@ def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Ga
         g.missing["fork_full_batch"] = row["why"]
     _fork_arms(g, family.table(), family.design, deepest=deepest_relapse(family))
     return g, mech
-
-
-def deepest_relapse(family) -> bool:
-    """Whether the family's fork measures are read at its latest fork step: a family forking one relapsed state at
-    several depths (`--at relapse,relapse+H`) is judged where it sat relapsed longest, the nearest to the author's
-    state (16,000 steps into its relapse); any other family at its earliest fork step."""
-    return family.parent_problem() is None and len(set(family.design.get("steps") or [])) > 1 and _relapsed(family)
-
-
-def _relapsed(family) -> bool:
-    """Whether every fork starts from a relapsed state, as the author's forks do: not the first plateau, nor a
-    state that re-solved after the relapse. As `interp fork RUN --at relapse` takes it (`relapse_at`), under the
-    relapse criterion the family was made with (its design's "relapse"; absent: the default): each fork step lies
-    in the parent's first relapsed stretch, from its relapse up to the first evaluation no longer past the
-    criterion's threshold (`relapsed_until`)."""
-    from interp.forks.relapse import detect, parse_relapse, relapsed_until
-
-    parent = family.parent
-    try:
-        criterion = parse_relapse(family.design.get("relapse"))
-        series = parent.metric_series("loss_cand", criterion.metric)
-    except InterpError:
-        return False
-    steps, values = series["step"], series[criterion.metric]
-    found = detect(steps, series["loss_cand"], values, parent.log_k, criterion)[1]
-    if found is None:
-        return False
-    ended = relapsed_until(steps, values, found, criterion, parent.log_k)
-    return all(found <= s and (ended is None or s < ended) for s in family.design["steps"])
 
 
 def _fork_arms(g: Gathered, table, design: dict | None = None, deepest: bool = False) -> None:

@@ -202,7 +202,7 @@ def for_family(family, compute: bool = True, progress: bool = False) -> Mechanis
     notes += [f"{name} is damaged, left out: {why}" for name, why in damaged.items()]
     from interp.mechanisms.commands import family_seeds
 
-    from interp.mechanisms.reconcile import deepest_relapse
+    from interp.mechanisms.fork_measures import deepest_relapse
 
     measures["entropic_forks"], missing["entropic_forks"] = forks_measure(forks, deepest=deepest_relapse(family))
     table = build(str(family.path), "fork family", measures, missing, notes, family_seeds(family, 3))
