@@ -12,7 +12,9 @@ each arm's escape and its ratio to full_batch (geometric means, Welch's t on the
 interp.mechanisms.fork_measures), and the reconciliation rows the family gives (interp reconcile).
 
     python analyses/relapse_depth.py [FOLDER] [--calibrate LR,LR,...] [--probe-steps N] [--arms A,B]
-                                     [--seeds 0,1] [--depths 0,1000] [--horizon N] [--relapse-steps N] [--workers N]
+                                     [--seeds 0,1] [--depths 0,1000] [--horizon N] [--escape C] [--gamma-window A:B]
+                                     [--relapse-steps N]
+                                     [--workers N]
                                      [--out DIR]
 
 FOLDER holding forks.json is read as it is; otherwise the `forks-relapse-depth-tiny` design (interp/forks/presets.py)
@@ -111,7 +113,8 @@ def family_in(folder: Path, args):
         if ForkFamily.is_family(where):
             return ForkFamily.open(where)
     design = fork_preset(DESIGN)
-    changes = {k: v for k, v in (("arms", args.arms), ("horizon", args.horizon)) if v}
+    changes = {k: v for k, v in (("arms", args.arms), ("horizon", args.horizon), ("escape", args.escape),
+                                                 ("gamma_window", args.gamma_window)) if v}
     if args.seeds:
         changes["seeds"] = tuple(int(s) for s in args.seeds.split(","))
     if args.depths:
@@ -136,6 +139,8 @@ def main() -> None:
     parser.add_argument("--seeds", help="cut down: these fork seeds (comma-separated)")
     parser.add_argument("--depths", help="cut down: these relapse depths H (comma-separated)")
     parser.add_argument("--horizon", type=int, help="cut down: this horizon")
+    parser.add_argument("--escape", help="cut down: this escape criterion (a hold no longer than the horizon)")
+    parser.add_argument("--gamma-window", help="cut down: this Gamma window FROM:TO (within the horizon)")
     parser.add_argument("--relapse-steps", type=int, help="cut down: the lr fork's horizon")
     parser.add_argument("--workers", type=int, help="fork workers (default: the design's)")
     parser.add_argument("--out", default="out", help="folder for the figure (default: out/)")
@@ -182,4 +187,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from interp.errors import InterpError
+
+    try:
+        main()
+    except InterpError as e:  # bad input: one line, exit status 2, as the CLI
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

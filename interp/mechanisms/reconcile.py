@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -392,11 +393,33 @@ def rows_of(gathered: list[Gathered]) -> list[dict]:
             if owner is not None and c.key in owner.pending and owner.replicate:  # the family's own design trains them
                 row["why"] = f"{missing}; measure it with: {owner.replicate}"
                 row["command"] = owner.replicate
+            elif owner is not None and c.on == "family" and owner.kind == "fork family" and owner.replicate:
+                command = _design_with_arms(owner.replicate, row["command"])  # its fork state, escape, horizon
+                if "censored at its horizon" in missing:  # the same horizon would censor them again
+                    command = re.sub(r"--steps (\d+)", lambda m: f"--steps {4 * int(m.group(1))}", command, count=1)
+                row["why"] = f"{missing}; measure it with: {command}"
+                row["command"] = command
             elif owner is not None:
                 row["why"] = row["why"].replace("RUN", owner.run_path)
                 row["command"] = row["command"].replace("RUN", owner.run_path)
             rows.append(row)
     return rows
+
+
+def _design_with_arms(design: str, claim_command: str) -> str:
+    """A family's own command (`commands.family_seeds`: its fork steps, relapse, escape, horizon) with the arms a
+    fork claim needs (from the claim's own command) in place of its arms, into a folder of its own: a family that
+    lacks an arm gets it at its own fork state, never at a first-plateau `--at mid` that a relapse family is not."""
+    import shlex
+
+    arms = re.search(r"--arm (\S+)", claim_command)
+    if arms is None:
+        return design
+    out = re.sub(r"--arm ('[^']*'|\S+)", lambda _: f"--arm {shlex.quote(arms.group(1))}", design, count=1)
+    out = re.sub(r"--out (\S+)-seeds", lambda m: f"--out {m.group(1)}-arms", out, count=1)
+    if "--gamma-every" in claim_command and "--gamma-every" not in out:
+        out = out.replace(" --out ", " --gamma-every 1 --out ", 1)
+    return out
 
 
 def reconcile(paths, compute: bool = False, progress: bool = False, tables: dict | None = None) -> ReconcileTable:

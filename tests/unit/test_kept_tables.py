@@ -106,3 +106,37 @@ def test_a_family_of_relapse_depths_is_judged_at_its_deepest_step(tmp_path, rela
     assert f"at fork step {600 if relapsed else 100}" in row["detail"], row["detail"]
     assert row["value"] == pytest.approx(base["value"] * (4 if relapsed else 1), rel=1e-6)
     assert f"at fork step {600 if relapsed else 100}" in rows["fork_full_batch"]["detail"]
+
+
+def test_a_family_missing_an_arm_is_sent_to_its_own_design_with_that_arm(tmp_path):
+    """A fork row a family cannot measure recommends the family's own command (its fork steps, relapse, escape and
+    horizon) with the claim's arms, never the first-plateau `--at mid` command a relapse family is not."""
+    import pandas as pd
+
+    table = pd.read_csv(DATA / "forks-tiny.csv")
+    table = table[table["arm"] != "isotropic_noise"].assign(relapsed=True)
+    csv = tmp_path / "no-iso.csv"
+    table.to_csv(csv, index=False)
+    row = next(r for r in rejudge(csv).rows if r["key"] == "fork_isotropic")
+    design = table["replicate"].iloc[0]
+    assert row["verdict"] == R.NOT_MEASURED and "--at mid" not in row["command"], row["command"]
+    assert "--arm full_batch,isotropic_noise" in row["command"] and "--at 100" in row["command"]
+    assert row["command"].split("--arm")[0] == design.split("--arm")[0]
+    assert "-arms --workers" in row["command"] and row["command"] in row["why"]
+
+
+def test_forks_censored_at_their_horizon_are_sent_to_a_longer_one(tmp_path):
+    """Neither arm escaped: the same horizon would censor them again, so the command quadruples it."""
+    import pandas as pd
+
+    table = pd.read_csv(DATA / "forks-tiny.csv")
+    both = table["arm"].isin(["full_batch", "minibatch"])
+    table.loc[both, ["escape", "escape_half"]] = float("nan")
+    table.loc[both, ["censored_escape", "censored_escape_half"]] = True
+    table.loc[both, "steps_run"] = table.loc[both, "horizon"]
+    csv = tmp_path / "censored.csv"
+    table.to_csv(csv, index=False)
+    row = next(r for r in rejudge(csv).rows if r["key"] == "fork_full_batch")
+    assert row["verdict"] == R.NOT_MEASURED and "censored at its horizon" in row["why"], row["why"]
+    horizon = int(table["horizon"].iloc[0])
+    assert f"--steps {4 * horizon}" in row["command"] and f"--steps {horizon} " not in row["command"], row["command"]
