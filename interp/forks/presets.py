@@ -87,15 +87,15 @@ FORK_PRESETS["forks-relapse-tiny"] = ForkDesign(  # the author's fork experiment
 # forgets on 1 / (1 - beta2) = 1,000 steps, so the family forks the relapsed state at its relapse and held H = 1,000
 # steps (`--at relapse+H`) under the author's arms, 3 seeds, his held escape. D = 500 (n_bases 50): a full gradient
 # costs about 4 minibatch steps. At 10x the parent's lr (0.03) the relapse comes 25 steps into the lr fork and holds
-# 1,425 steps before the minibatch continuation re-solves on its own, so a depth of 4,000 is past the stretch at any
-# lr that relapses here (0.015 never held; calibrated with `python analyses/relapse_depth.py --calibrate`:
-# docs/forks.md, "The relapse's depth")
+# 1,425 steps before the minibatch continuation re-solves on its own, so a depth of 4,000 lies past its stretch
+# (5x never held a relapse; higher lrs were not calibrated). The horizon, 1,500, is 10x the clean arm's ~150-step
+# escape. Calibrated with `python analyses/relapse_depth.py --calibrate` (docs/forks.md, "The relapse's depth")
 FORK_PRESETS["forks-relapse-depth-tiny"] = ForkDesign(
     parent=FORK_PRESETS["forks-tiny"].parent.override(n_bases=50),
     at="relapse,relapse+1000",
     arms="full_batch,minibatch,isotropic_noise,v_only_noise:xi=isotropic",
     seeds=(0, 1, 2),
-    horizon=2000,
+    horizon=1500,
     gamma_every=10,
     gamma_window="100:500",
     settings=(("eval_every", 25), ("checkpoint_every", 500), ("save_optimizer", False), ("stop_after_snap", 600)),
