@@ -56,9 +56,12 @@ def keep(path, csv) -> Path:
         table = obj.table(circuits=True)
         extra = []
         for name, status in zip(table["run"], table["status"]):
+            if status != "done":  # pending or interrupted: kept as a row of the table, nothing of it is read
+                extra.append({})
+                continue
             run = obj.run(str(name))
-            ev = run_evidence(run, compute=False) if status == "done" else None
-            extra.append({**_setting(run.spec), **(_evidence(ev) if ev else {})})
+            ev = run_evidence(run, compute=False)
+            extra.append({**_setting(run.spec), **_evidence(ev)})
         table = pd.concat([table.reset_index(drop=True), pd.DataFrame(extra)], axis=1).assign(kind="sweep")
     elif kind == FAMILY:
         from interp.mechanisms.fork_measures import family_relapsed as _relapsed

@@ -140,3 +140,28 @@ def test_forks_censored_at_their_horizon_are_sent_to_a_longer_one(tmp_path):
     assert row["verdict"] == R.NOT_MEASURED and "censored at its horizon" in row["why"], row["why"]
     horizon = int(table["horizon"].iloc[0])
     assert f"--steps {4 * horizon}" in row["command"] and f"--steps {horizon} " not in row["command"], row["command"]
+
+
+def test_a_sweep_stopped_partway_is_kept_with_its_unstarted_runs(tmp_path):
+    """A sweep whose later runs never started (a budget ran out) is kept and re-judged from its done runs."""
+    import shutil
+
+    from interp.sweeps.sweep import SweepSpec
+    from tests.helpers import small_spec
+    from tests.synthetic_sweeps import write_sweep_folder
+
+    spec = SweepSpec(base=small_spec(steps=6000, n_bases=24), grid=(("task.k", (3, 5, 8)), ("seed", (0, 1))),
+                     name="k")
+    sweep = write_sweep_folder(tmp_path / "k", spec, lambda s, rng: 20.0 * (s.task.k * 24) ** 0.9
+                               * math.exp(0.05 * rng.standard_normal()),
+                               gap_of=lambda s, rng, tau: 0.5 * tau)
+    gone = [name for name, _, _ in sweep.points()][-1]
+    shutil.rmtree(sweep.path / gone)
+    csv = keep(sweep.path, tmp_path / "k.csv")
+    import pandas as pd
+
+    kept = pd.read_csv(csv)
+    assert len(kept) == 6 and (kept["status"] != "done").sum() == 1
+    _same(reconcile(sweep.path), rejudge(csv))
+    scaling = next(r for r in rejudge(csv).rows if r["key"] == "scaling")
+    assert scaling["n_runs"] == 5
