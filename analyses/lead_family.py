@@ -81,3 +81,22 @@ from interp.mechanisms.reconcile import reconcile  # noqa: E402
 for r in reconcile(sweep.path).rows:  # the caches only: nothing is computed
     if r["key"] in ("lead_share", "lead_trend", "lead_exponent"):
         print(f"verdict, {r['claim']}: {r['verdict'].upper()} (margin {r['margin']}): {r['why']}")
+# each definition by the same rule, and how many runs would be expected to decide one that stays undecided
+from interp.mechanisms import equivalence as Q  # noqa: E402
+from interp.mechanisms.reconcile import Gathered, table_claims  # noqa: E402
+from interp.mechanisms.reconcile_rules import claim  # noqa: E402
+
+gathered = Gathered(str(sweep.path), "sweep")
+table_claims(gathered, sweep.table(circuits=True))
+for key in ("lead_share", "lead_trend", "lead_exponent"):
+    c = claim(key)
+    for side, measures in (("ours", gathered.ours), ("the author's definition", gathered.author)):
+        m = measures.get(key)
+        if m is None or not m.usable:
+            print(row(f"{key}, {side}", "not measured", c.margin.text()))
+            continue
+        e = m.as_estimate()
+        decision = Q.decide(c.margin, c.evidence, e)
+        more = Q.replicates_to_decide(c.margin, c.evidence, e) if decision == Q.UNDECIDED else None
+        print(row(f"{key}, {side}", f"{e.text()} ({e.n} runs): {decision}"
+                  + (f"; about {more} runs would decide it at this spread" if more else ""), c.margin.text()))
