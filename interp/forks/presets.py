@@ -88,8 +88,9 @@ FORK_PRESETS["forks-relapse-tiny"] = ForkDesign(  # the author's fork experiment
 # steps (`--at relapse+H`) under the author's arms, 3 seeds, his held escape. D = 500 (n_bases 50): a full gradient
 # costs about 4 minibatch steps. At 10x the parent's lr (0.03) the relapse comes 25 steps into the lr fork and holds
 # 1,425 steps before the minibatch continuation re-solves on its own, so a depth of 4,000 lies past its stretch
-# (5x never held a relapse; higher lrs were not calibrated). The horizon, 1,500, is 10x the clean arm's ~150-step
-# escape. Calibrated with `python analyses/relapse_depth.py --calibrate` (docs/forks.md, "The relapse's depth")
+# (5x never held a relapse; higher lrs were not calibrated). The horizon, 1,500, is about 3x the clean arm's escape
+# at the relapse (~450 steps at this lr): a longer trap reads as a lower bound, all this CPU budget allows.
+# Calibrated with `python analyses/relapse_depth.py --calibrate` (docs/forks.md, "The relapse's depth")
 FORK_PRESETS["forks-relapse-depth-tiny"] = ForkDesign(
     parent=FORK_PRESETS["forks-tiny"].parent.override(n_bases=50),
     at="relapse,relapse+1000",
