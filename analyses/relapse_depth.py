@@ -166,6 +166,12 @@ def main() -> None:
         print(f"at step {step}: v_mean / the solved state's: " + ", ".join(f"{k} {x:.3g}" for k, x in v.items()))
         for label in labels:
             name = label.rstrip(":")
+            forks = at[(at["arm"].astype(str) + ":" + at["arm_params"].astype(str)) == label]
+            seen = [("> " + str(int(r["steps_run"])) if bool(r.get("censored_escape")) else
+                     str(int(r["escape"])) if r.get("escape") == r.get("escape") else r["status"])
+                    for r in forks.to_dict("records")]
+            print(row(f"    {name}: escape after the fork (steps, each fork)", ", ".join(seen) or "-",
+                      "full batch ~800; isotropic censored at 16,000"))
             if name.startswith("full_batch"):
                 continue
             m, why = escape_ratio(at, name, "full_batch")
