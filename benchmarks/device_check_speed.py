@@ -190,13 +190,13 @@ def steps(part: Part) -> dict:
         part.row(f"paper step, {name} (ms)", device=got.get("device"), cpu=got.get("cpu"),
                  compare=(got["cpu"] / got["device"]) if got.get("device") and got.get("cpu") else None,
                  limit="CPU / DEVICE" if not part.same else "",
-                 verdict="error" if failed else "skipped" if spent else "info", note="; ".join(notes[name]))
+                 verdict="error" if failed else "slow" if spent else "info", note="; ".join(notes[name]))
     f32, bf16 = results.get("eager float32", {}), results.get("bf16 autocast", {})
     for role, device in _sides(part):
         where = "DEVICE" if role == "device" else "CPU"
         units, found = bf16_hardware(device)
         if not units:
-            part.row(f"bf16 over float32 eager on the {where} (issue 19)", verdict="skipped", note=f"no bf16 units: {found}")
+            part.row(f"bf16 over float32 eager on the {where} (issue 19)", verdict="skipped", note=f"this machine has no bf16 units ({found})")
         elif role in f32 and role in bf16:
             speedup = f32[role] / bf16[role]
             part.row(f"bf16 over float32 eager on the {where} (issue 19)", **{role: speedup}, limit=f">= {BF16_GOAL}x",

@@ -206,10 +206,8 @@ def test_one_bad_checkpoint_spares_the_other_steps(copy, capsys):
 def test_output_paths_are_checked_before_any_work(copy, tmp_path, command, target, fragment):
     (tmp_path / "adir").mkdir()
     (tmp_path / "afile").write_text("x")
-    started = time.perf_counter()
     _one_line(interp_cli(command, copy, "-o", target, cwd=tmp_path), fragment)
-    assert time.perf_counter() - started < 60  # refused up front, not after the analysis
-    assert not (copy / "cache").exists()
+    assert not (copy / "cache").exists()  # refused up front, before any analysis was computed or cached
 
 
 @pytest.mark.slow

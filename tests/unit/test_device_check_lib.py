@@ -87,12 +87,12 @@ def test_a_failing_check_is_an_error_row_and_the_rest_goes_on(tmp_path):
     assert rows[2]["device"] > 0 and rows[2]["verdict"] == "info"
 
 
-def test_a_check_after_the_time_box_is_skipped_not_run(tmp_path):
+def test_a_check_after_the_time_box_is_slow_not_run_nor_failed(tmp_path):
     p = part(tmp_path, left=3.0)
     ran = []
     p.check("late", lambda: ran.append(1), need=10)
     row = json.loads((tmp_path / "rows.jsonl").read_text())
-    assert not ran and row["verdict"] == "skipped" and "time box" in row["note"]
+    assert not ran and row["verdict"] == "slow" and "time box" in row["note"] and "not run" in row["note"]
     with pytest.raises(ValueError, match="verdict 'maybe'"):
         p.row("x", verdict="maybe")
 
@@ -126,3 +126,41 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert proc.returncode == 2 and proc.stderr.startswith(f"device_check.py: {message}") and not proc.stdout
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "work").exists()
+
+
+def test_the_time_boxes_grow_with_the_machines_measured_slowness():
+    """A machine as fast as the reference keeps the boxes; one twice as slow (busy, or an older CPU) doubles them; a
+    faster one never shrinks them. The workload is measured, positive, and of the order of the reference."""
+    from device_check_lib import REFERENCE_SECONDS, box_factor, reference_workload_seconds
+
+    assert box_factor(REFERENCE_SECONDS) == 1.0 and box_factor(REFERENCE_SECONDS / 3) == 1.0
+    assert box_factor(2 * REFERENCE_SECONDS) == pytest.approx(2.0)
+    seconds = reference_workload_seconds(repeats=1)
+    assert 0 < seconds < 100 * REFERENCE_SECONDS
+
+
+def test_a_part_killed_at_its_box_is_slow_and_the_check_exits_0(tmp_path, monkeypatch):
+    """The driver's view of a part that outran its box: a "slow" row (the rows it measured kept), not an error; the
+    exit status counts only failed and errored checks."""
+    import device_check
+
+    class Args:
+        device, quick = "cpu", True
+
+    class Stuck:
+        pid = 0
+
+        def __init__(self, *a, **k):
+            pass
+
+        def wait(self, timeout=None):
+            if timeout is not None:
+                raise subprocess.TimeoutExpired("part", timeout)
+            return -9
+
+    (tmp_path / "analyses.rows.jsonl").write_text(json.dumps({"part": "analyses", "check": "suite: lens",
+                                                              "verdict": "pass"}) + "\n")
+    monkeypatch.setattr(device_check.subprocess, "Popen", Stuck)
+    monkeypatch.setattr(device_check.os, "killpg", lambda pid, sig: None)
+    rows, _ = device_check.run_part("analyses", Args, tmp_path, box=0.01)
+    assert [r["verdict"] for r in rows] == ["pass", "slow"] and "box" in rows[1]["note"]

@@ -72,16 +72,48 @@ def test_other_devices_have_no_bf16_units(monkeypatch):
         check_precision("bf16", "mps")
 
 
-def test_this_machines_answer_is_its_cpu_flags():
-    flags = set()
+def _cpu_flags() -> set[str]:
     cpuinfo = Path("/proc/cpuinfo")
     if not cpuinfo.exists():
-        pytest.skip("no /proc/cpuinfo")
+        pytest.skip("this machine has no /proc/cpuinfo to read its CPU flags from")
     for line in cpuinfo.read_text().splitlines():
         if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
+            return set(line.split(":", 1)[1].split())
+    pytest.skip("/proc/cpuinfo has no flags line")
+
+
+def _assert_answer_matches(flags: set[str], units: bool, found: str) -> None:
+    """The answer names exactly the bf16 units among `flags` (as a list of names), or says it found neither."""
+    present = sorted(flags & {"avx512_bf16", "amx_bf16"})
+    assert units == bool(present)
+    if present:
+        assert set(found.split(", ")) == set(present), found
+    else:  # "a CPU with AVX2 and neither avx512_bf16 nor amx_bf16": the names appear, negated
+        assert found.startswith("a CPU with ") and found.endswith(" and neither avx512_bf16 nor amx_bf16"), found
+
+
+def test_this_machines_answer_is_its_cpu_flags():
+    """On this machine, whatever its kind (AVX2 without bf16 units, AVX-512 with avx512_bf16, with AMX too)."""
     units, found = bf16_hardware("cpu")
-    assert units == bool(flags & {"avx512_bf16", "amx_bf16"})
-    for flag in ("avx512_bf16", "amx_bf16"):
-        assert (flag in found) == (flag in flags)
+    _assert_answer_matches(_cpu_flags(), units, found)
+
+
+# the CPU kinds the suite runs on, as torch and /proc/cpuinfo would describe them
+CPU_KINDS = {
+    "avx2": ("AVX2", {"avx2", "fma"}),
+    "avx512": ("AVX512", {"avx2", "avx512f", "avx512bw"}),
+    "avx512-bf16": ("AVX512", {"avx2", "avx512f", "avx512_bf16"}),
+    "avx512-amx": ("AVX512", {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}),
+}
+
+
+@pytest.mark.parametrize("kind", CPU_KINDS)
+def test_every_cpu_kind_gets_the_answer_its_flags_give(monkeypatch, kind):
+    """Both branches of the check above on one machine: each kind's probes faked from its flags."""
+    capability, flags = CPU_KINDS[kind]
+    fake_cpu(monkeypatch, "avx512_bf16" in flags, "amx_bf16" in flags)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    units, found = bf16_hardware("cpu")
+    _assert_answer_matches(flags, units, found)
+    if not units:
+        assert f"a CPU with {capability} and neither" in found
