@@ -7,6 +7,7 @@
     sw = interp.Sweep.open("sweeps/k")   # a family of runs; sw.table()
     interp.open("sweeps/k")              # whichever it is: a Run, a Sweep or a ForkFamily
     f = interp.fork(run, "tau/2", "full_batch", steps=1000, out="forks/fb")   # continue a frozen state
+    interp.import_run("outputs/NAME", "checkpoints/theirs")   # a run made elsewhere (docs/import.md)
 
 Names are imported on first use, so `import interp` (and the `interp` command's quick paths:
 --help, ls, show, bad input) never loads torch or TransformerLens.
@@ -39,6 +40,8 @@ _LAZY = {
     "fork": "interp.forks.fork",
     "ForkFamily": "interp.forks.family",
     "open": "interp.collections.folders",  # interp.open(path): a Run, a Sweep or a ForkFamily
+    "import_run": "interp.imports.writer",  # interp.import_run(src, out): a run made elsewhere (docs/import.md)
+    "evaluate_run": "interp.imports.evaluate",  # the metrics log rebuilt from the checkpoints
 }
 
 

@@ -48,6 +48,9 @@ def _optional(kind):
     return parse
 
 
+NO_FLAG = ("source",)  # spec fields no command line sets: a task's source is what made the run (interp import)
+
+
 def _add_override_flags(parser: argparse.ArgumentParser) -> None:
     """One --flag per spec field (`--k`, `--n-bases`, `--lr`, `--d-model`, ...)."""
     from interp.spec import ACT_FNS, CHECKPOINT_DTYPES, DIRECTIONS, PRECISIONS, SCHEDULES, ModelSpec, TaskSpec, TrainSpec
@@ -60,6 +63,8 @@ def _add_override_flags(parser: argparse.ArgumentParser) -> None:
     for title, cls in (("task", TaskSpec), ("model", ModelSpec), ("training", TrainSpec)):
         group = parser.add_argument_group(f"{title} overrides (default: the preset's value)")
         for f in dataclasses.fields(cls):
+            if f.name in NO_FLAG:
+                continue
             flag = "--" + f.name.replace("_", "-")
             if f.type == "bool":
                 group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
@@ -374,9 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="for a sweep: also write each done run's report beside it, linked from the table")
         p.set_defaults(func=cmd_report if name == "report" else cmd_timeline)
 
-    from interp import cli_doctor, cli_export, cli_fork, cli_mechanisms, cli_sweep
+    from interp import cli_doctor, cli_export, cli_fork, cli_import, cli_mechanisms, cli_sweep
 
-    for module in (cli_sweep, cli_fork, cli_mechanisms, cli_export, cli_doctor):  # each module's subcommands
+    for module in (cli_sweep, cli_fork, cli_mechanisms, cli_export, cli_doctor, cli_import):  # each module's subcommands
         module.add_parsers(sub)
 
     add_ls_parser(sub)

@@ -14,6 +14,17 @@ from interp.tracking import TRACKERS
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    to = args.to
+    allowed = (*TRACKERS, "synass")
+    if to[0] not in allowed:
+        raise InterpError(f"--to {to[0]!r}: allowed: {', '.join(allowed)}")
+    if len(to) > 2 or (len(to) == 2 and to[0] != "synass"):
+        raise InterpError(f"--to {' '.join(to)}: only --to synass takes a folder (OUT); a tracker's is --out")
+    args.to, args.dest = to[0], (to[1] if len(to) == 2 else None)
+    if args.dest is not None and not args.dest.strip():
+        raise InterpError("the output folder must be a non-empty path")
+    if args.to == "synass":
+        return _to_synass(args)
     from interp.tracking.export import export
 
     for flag in ("report", "timeline"):
@@ -38,6 +49,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _to_synass(args: argparse.Namespace) -> int:
+    from interp.imports.to_synass import export_synass
+    from interp.runs import Run
+
+    out = args.out or args.dest
+    if args.out and args.dest and args.out != args.dest:
+        raise InterpError(f"two output folders given ({args.dest} and --out {args.out}); give one")
+    if out is None:
+        raise InterpError("--to synass needs the output folder: interp export RUN --to synass OUT")
+    for flag in ("report", "timeline"):
+        if getattr(args, flag) is not None:
+            raise InterpError(f"--{flag} is attached by --to tensorboard|wandb; the author's format has no place for it")
+    result = export_synass(Run.open(args.path), Path(out), progress=not args.json)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"wrote {args.path} to {out} in the author's main-pipeline format: {len(result['steps'])} checkpoints, "
+          f"optimizer states at {', '.join(map(str, result['optimizer_states'])) or 'no step'}; "
+          f"interp import {out} --out RUN reads it back")
+    return 0
+
+
 def add_parsers(sub) -> None:
     from interp.cli_sweep import path_arg
 
@@ -47,7 +80,9 @@ def add_parsers(sub) -> None:
                                    "checkpoint axis, the collection's per-run columns, and the report and timeline "
                                    "(attached). What is not cached is named with the command that computes it.")
     p.add_argument("path", type=path_arg("the run, sweep or fork family folder"), help="run, sweep or fork family folder")
-    p.add_argument("--to", required=True, choices=TRACKERS, help="where to write")
+    p.add_argument("--to", required=True, nargs="+", metavar=("{" + ",".join((*TRACKERS, "synass")) + "}", "OUT"),
+                   help="where to write: a tracker, or synass OUT (the author's run format, into the new folder OUT: "
+                        "docs/import.md)")
     p.add_argument("--out", type=path_arg("--out"), help="folder to write (default: PATH/exports/tensorboard or "
                                                           "PATH/exports/wandb)")
     p.add_argument("--report", type=path_arg("--report"), help="the HTML report to attach (default: PATH/report.html "

@@ -83,7 +83,7 @@ def training_bytes(spec: RunSpec) -> int:
     gradients."""
     n_ctx = spec.task.sequence_length
     m = spec.model
-    params = spec.model.n_params(n_ctx, VOCAB_SIZE)
+    params = spec.model.n_params(m.context(n_ctx), VOCAB_SIZE)
     tokens = spec.task.dataset_size * n_ctx * 8
     per_position = m.n_layers * (8 * m.d_model + 3 * m.n_heads * m.d_head + 2 * m.d_mlp
                                  + 2 * m.n_heads * n_ctx) + 3 * VOCAB_SIZE
@@ -114,7 +114,7 @@ def check_fits(spec: RunSpec, device: str) -> None:
     check_precision(spec.train.precision, device)
     check_memory(training_bytes(spec), device,
                  f"this run needs about {{need}} to train (batch_size {spec.train.batch_size}, d_model "
-                 f"{spec.model.d_model}, {spec.model.n_params(spec.task.sequence_length):,} parameters)",
+                 f"{spec.model.d_model}, {spec.model.n_params(spec.model.context(spec.task.sequence_length)):,} parameters)",
                  "lower batch_size or the model size")
 
 

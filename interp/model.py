@@ -112,8 +112,9 @@ def build_model(
     device: str = "cpu",
 ) -> nn.Module:
     """A HookedTransformer for `spec` (a bridge on TL 4); initialised from `seed` when given (else left
-    for loading)."""
+    for loading). `n_ctx` is the task's sequence length; a spec's own n_ctx (a run made elsewhere) wins."""
     spec.validate()
+    n_ctx = spec.context(n_ctx)
     if tl_major() >= 4:
         return _build_bridge(spec, n_ctx, d_vocab, seed, device)
     from transformer_lens import HookedTransformer
@@ -142,8 +143,9 @@ _HEADS_IN = "n_heads d_model d_head -> (n_heads d_head) d_model"
 
 
 def tl_param_shapes(spec: ModelSpec, n_ctx: int, d_vocab: int) -> dict[str, tuple[int, ...]]:
-    """HookedTransformer's parameter names and shapes for `spec` (the checkpoint format), in its order, without TL."""
-    return _shapes(spec.n_layers, spec.d_model, spec.n_heads, spec.d_head, spec.d_mlp, n_ctx, d_vocab)
+    """HookedTransformer's parameter names and shapes for `spec` (the checkpoint format), in its order, without TL;
+    `n_ctx` the task's sequence length (a spec's own n_ctx wins, as in `build_model`)."""
+    return _shapes(spec.n_layers, spec.d_model, spec.n_heads, spec.d_head, spec.d_mlp, spec.context(n_ctx), d_vocab)
 
 
 def _shapes(n_layers: int, m: int, h: int, d: int, f: int, n_ctx: int, d_vocab: int) -> dict[str, tuple[int, ...]]:

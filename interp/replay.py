@@ -37,6 +37,14 @@ def sessions_upto(run, step: int) -> list[dict]:
 
 def check_replayable(run, start: int, step: int) -> None:
     """Refuse a replay from `start` to `step` this process cannot reproduce, before computing it."""
+    if getattr(run, "imported", None) is not None:  # trained elsewhere: only the states its source saved exist
+        from interp.run_states import kept_steps
+
+        kept = kept_steps(run)
+        have = (f"it keeps optimizer states at steps {', '.join(map(str, kept))} (where its source saved them)"
+                if kept else "its source saved no optimizer state, so it has none")
+        raise InterpError(f"{run.path} was imported ({run.imported.get('format')}): interp did not train it, so its "
+                          f"optimizer state at step {step} cannot be replayed; {have}")
     if run.fork is not None:  # a fork of a fork starts from a state the fork kept (docs/forks.md, "Relapse")
         from interp.run_states import kept_steps
 

@@ -45,6 +45,8 @@ def segments(info: dict) -> list[dict]:
     entries, or one from step 0) with the run's recorded versions and the CPU capability unknown (None)."""
     if isinstance(info.get(SEGMENTS), list):
         return [dict(s) for s in info[SEGMENTS] if isinstance(s, dict)]
+    if "imported" in info and not info.get("training"):  # trained elsewhere: no segment of interp's training
+        return []
     sessions = [s for s in info.get("training") or [] if isinstance(s, dict)] or [{"from_step": 0}]
     return [{"from_step": s.get("from_step", 0), "versions": dict(info.get("versions") or {}), "threads": s.get("threads"),
              "device": s.get("device"), "cpu_capability": None} for s in sessions]
@@ -90,6 +92,18 @@ def _start_segment(run, start: int) -> tuple[dict | None, str]:
 
 def continuation_note(run, start: int, segment: dict) -> str | None:
     """One line when `run`, continued from `start` in `segment`'s environment, is not its bit-exact continuation."""
+    block = run.fork
+    if block is not None and start == block.get("parent_step"):
+        from interp.runs import Run
+
+        try:
+            imported = Run.open(block["parent"]).imported
+        except (InterpError, KeyError, TypeError):
+            imported = None
+        if imported is not None:
+            return (f"interp: note: {run.path} continues a run trained elsewhere ({imported.get('format')}, imported "
+                    f"from {imported.get('path')}) from step {start}: with interp's training step and batch stream, "
+                    f"not the source's, so not its exact continuation")
     base, whose = _start_segment(run, start)
     diffs = differences(base, segment) if base is not None else []
     if not diffs:

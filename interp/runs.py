@@ -104,6 +104,9 @@ class Run:
         if "fork" in info and info.get("fork_sha256") != fork_sha256(info["fork"]):
             raise InterpError(f"{self.path / RUN_FILE}: its fork block does not match the hash it was written with "
                               f"(edited by hand?); a fork's parent and arm cannot be changed")
+        if "imported" in info and info.get("imported_sha256") != fork_sha256(info["imported"]):
+            raise InterpError(f"{self.path / RUN_FILE}: its import block does not match the hash it was written with "
+                              f"(edited by hand?); where an imported run came from cannot be changed")
         self.info = info
         self.spec = spec
         self._task = None
@@ -132,15 +135,25 @@ class Run:
         return cls(path, info)
 
     @classmethod
-    def create(cls, path: str | Path, spec: RunSpec, fork: dict | None = None) -> Run:
+    def create(cls, path: str | Path, spec: RunSpec, fork: dict | None = None, task=None,
+               imported: dict | None = None) -> Run:
         """Make a new run folder for `spec` and hold its lock; refuses to touch an existing run.
-        `fork` is a fork's block (its parent and arm: `interp.forks`), stored with its hash."""
+        `fork` is a fork's block (its parent and arm: `interp.forks`), stored with its hash; `imported` where a
+        run made elsewhere came from (`interp.imports`), stored with its hash. `task`: the task, required for a
+        spec whose task is given by its tables (`interp.task_tables`: written to the folder), else regenerated."""
         spec.validate()
         path = Path(path)
         check_new_folder(path)
         from interp.task import Task
+        from interp.task_tables import TASK_FILE, tables_bytes
 
-        task = Task.generate(spec.task, spec.seed)  # the slow part, before anything is made
+        if spec.task.source == "tables":
+            if task is None or task.spec != spec.task or task.seed != spec.seed:
+                raise InterpError(f"{path}: a run whose task is given by its tables is made with that task")
+            tables = tables_bytes(task)
+        else:
+            task = Task.generate(spec.task, spec.seed)  # the slow part, before anything is made
+            tables = None
         info = {
             "format": FORMAT,
             "spec": spec.to_dict(),
@@ -151,6 +164,8 @@ class Run:
         }
         if fork is not None:
             info.update(fork=fork, fork_sha256=fork_sha256(fork))
+        if imported is not None:
+            info.update(imported=imported, imported_sha256=fork_sha256(imported))
         made = not path.exists()
         path.mkdir(parents=True, exist_ok=True)
         run = cls(path, info)
@@ -160,6 +175,8 @@ class Run:
                 run.release()
                 raise InterpError(f"{path} already holds a run; resume it or choose another folder")
             atomic_write_json(path / MANIFEST_FILE, {"format": FORMAT, "checkpoints": {}})
+            if tables is not None:
+                atomic_write_bytes(path / TASK_FILE, tables)
             atomic_write_json(path / RUN_FILE, info)
         except BaseException:  # Ctrl-C or a full disk half-way: leave no half-made folder behind
             if made and run.is_writer:
@@ -182,7 +199,8 @@ class Run:
         if self._lock.held:
             return
         self._lock.acquire()
-        own = "|".join(re.escape(name) for name in (RUN_FILE, MANIFEST_FILE, METRICS_FILE, RESUME_FILE, STATUS_FILE))
+        own = "|".join(re.escape(name) for name in (RUN_FILE, MANIFEST_FILE, METRICS_FILE, RESUME_FILE, STATUS_FILE,
+                                                    "task.safetensors", "source_history.jsonl"))
         remove_temporaries(self.path, own)
         remove_temporaries(self.path / CHECKPOINT_DIR, r"step_\d+\.safetensors")
         remove_temporaries(self.path / STATE_DIR, r"step_\d+\.safetensors")
@@ -231,6 +249,10 @@ class Run:
     @property
     def task(self):
         """The Task, regenerated from the stored spec and checked against the stored hash."""
+        if self._task is None and self.spec.task.source == "tables":
+            from interp.task_tables import TASK_FILE, read_task
+
+            self._task = read_task(self.path / TASK_FILE, self.spec.task, self.spec.seed, self.info.get("task_sha256"))
         if self._task is None:
             from interp.task import Task
 
@@ -424,6 +446,12 @@ class Run:
     def fork(self) -> dict | None:
         """The fork block of run.json (parent, step, arm, params, seed) or None for a plain run."""
         return self.info.get("fork")
+
+    @property
+    def imported(self) -> dict | None:
+        """Where a run made elsewhere came from (format, source path, the SHA-256 of every file read, the source's
+        config as written: `interp.imports`), or None for a run interp trained."""
+        return self.info.get("imported")
 
     def record_training(self, entry: dict) -> None:
         """Record how a training session from `entry["from_step"]` ran (device, threads, compile):

@@ -13,7 +13,8 @@ import numpy as np
 # registry entry (`Analysis.stream`), and the registry declares them here (`add_streams`).
 # "inbatch_shuffle": the permutation of z across the logged training batch (the author's in-batch dz),
 # drawn per step (`step_generator`) so that it never touches the batch stream and a resumed run draws the same.
-BASE_STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "bootstrap", "inbatch_shuffle")
+BASE_STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "bootstrap", "inbatch_shuffle",
+                "import_check")  # "import_check": the training pairs an import scores its last checkpoint on
 _SOURCES: list[Callable[[], Iterable[str]]] = []  # each lists more streams, read whenever they are asked for
 
 

@@ -35,6 +35,7 @@ ACT_FNS = ("gelu", "gelu_new", "relu", "silu")
 SCHEDULES = ("constant", "cosine")
 CHECKPOINT_DTYPES = ("float32", "float16", "bfloat16")
 PRECISIONS = ("float32", "bf16")  # the training step's arithmetic (interp.precision)
+TASK_SOURCES = ("generated", "tables")  # TaskSpec.source
 
 
 # ---------------------------------------------------------------------------- checks shared by the specs
@@ -99,7 +100,7 @@ class TaskSpec(_Section):
     """Everything that determines a Task, together with the seed passed to `Task.generate`."""
 
     SECTION = "task"
-    OMITTED_AT = {"selector_groups": None}  # set only when given
+    OMITTED_AT = {"selector_groups": None, "source": "generated"}  # set only when given
 
     k: int = 10
     n_bases: int = 1000
@@ -110,6 +111,8 @@ class TaskSpec(_Section):
     unique_first: bool = True
     selector_groups: int | None = None  # G: bases g // G share one set of K selectors; None: one set for all
     # (the selector-sharing control, docs/definitions.md "The task"); omitted from to_dict when None
+    source: str = "generated"  # "generated": drawn by Task.generate from the seed; "tables": the run folder holds
+    # the task's strings (task.safetensors, hash-checked), e.g. a run imported from another generator (docs/import.md)
 
     @property
     def dataset_size(self) -> int:
@@ -130,6 +133,8 @@ class TaskSpec(_Section):
         for name in ("k", "n_bases", "len_b", "len_z", "len_a"):
             check_int(name, getattr(self, name))
         _check_bool("unique_first", self.unique_first)
+        if self.source not in TASK_SOURCES:
+            raise InterpError(f"unknown task source {self.source!r}; allowed: {', '.join(TASK_SOURCES)}")
         if self.direction not in DIRECTIONS:
             raise InterpError(
                 f"unknown direction {self.direction!r}; allowed: {', '.join(DIRECTIONS)}"
@@ -207,6 +212,7 @@ class ModelSpec(_Section):
     """Architecture of the transformer (the paper's defaults: ~0.8M parameters)."""
 
     SECTION = "model"
+    OMITTED_AT = {"n_ctx": None}  # set only when given
 
     n_layers: int = 4
     n_heads: int = 4
@@ -215,10 +221,14 @@ class ModelSpec(_Section):
     d_mlp: int = 512
     act_fn: str = "gelu"
     init_std: float | None = None  # None: 0.8 / sqrt(d_model), TransformerLens's GPT-2 default
+    n_ctx: int | None = None  # positions the model has; None: the task's sequence length. Runs made elsewhere may
+    # have more (the author's 32): the positions past the sequence are kept and never read; omitted when None
 
     def validate(self) -> None:
         for name in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp"):
             check_int(name, getattr(self, name), minimum=1)
+        if self.n_ctx is not None:
+            check_int("n_ctx", self.n_ctx, minimum=1)
         if self.act_fn not in ACT_FNS:
             raise InterpError(f"unknown act_fn {self.act_fn!r}; allowed: {', '.join(ACT_FNS)}")
         if self.init_std is not None:
@@ -227,6 +237,10 @@ class ModelSpec(_Section):
     @property
     def std(self) -> float:
         return self.init_std if self.init_std is not None else 0.8 / math.sqrt(self.d_model)
+
+    def context(self, sequence_length: int) -> int:
+        """The model's positions for a task of `sequence_length` tokens: n_ctx when set, else the length itself."""
+        return self.n_ctx if self.n_ctx is not None else sequence_length
 
     def n_params(self, n_ctx: int, d_vocab: int = VOCAB_SIZE) -> int:
         """Parameter count of the HookedTransformer this spec builds (no model is built)."""
@@ -334,6 +348,9 @@ class RunSpec:
         self.task.validate()
         self.model.validate()
         self.train.validate()
+        if self.model.n_ctx is not None and self.model.n_ctx < self.task.sequence_length:
+            raise InterpError(f"n_ctx = {self.model.n_ctx} is shorter than the task's {self.task.sequence_length}-token "
+                              f"sequences; give n_ctx >= {self.task.sequence_length} (or none: the sequence length)")
 
     def to_dict(self) -> dict:
         """What run.json stores and `spec_sha256` hashes (each section's own `to_dict`)."""

@@ -36,6 +36,12 @@ def run_summary(run: Run) -> dict:
         "wall_seconds": status.get("wall_seconds"),
     }
     out.update(dict.fromkeys(FACTS))
+    block = run.imported
+    if block is not None:  # a run made elsewhere: where from, and how finely its log times anything
+        gaps = [b - a for a, b in zip(steps, steps[1:])]
+        out["imported"] = {"format": block.get("format"), "path": block.get("path"), "log": block.get("log"),
+                           "resolution": max(gaps) if gaps and block.get("log") == "rebuilt" else None,
+                           "notes": list(block.get("notes") or []), "not_recorded": list(block.get("not_recorded") or [])}
     if not evaluated:
         return out
     for name in FINAL:
@@ -70,6 +76,16 @@ def run_rows(s: dict) -> Rows:
                      f"(t_loss - t) / t_loss = {fmt(s.get('gap_lead'), '.2f')} with t_loss = tau_half, "
                      f"{fmt(s.get('gap_lead_snap'), '.2f')} with the snap (the author's 50% lead)"),
     ]
+    imported = s.get("imported")
+    if imported:
+        rows.insert(1, ("imported", f"from {imported['path']} ({imported['format']})"
+                        + ("; its metrics log was rebuilt from the checkpoints, so tau and every onset are known only "
+                           f"to the {imported['resolution']} steps between checkpoints at most; the source's own log "
+                           f"is in source_history.jsonl; not recorded: {', '.join(imported['not_recorded'])}"
+                           if imported["log"] == "rebuilt" and imported["resolution"] else
+                           "; its metrics log is interp's own, carried over" if imported["log"] == "carried" else "")
+                        + (f"; {len(imported['notes'])} notes on what is not exact (interp show --json)"
+                           if imported["notes"] else "")))
     if s.get("final_loss") is not None:
         rows.append(("final", f"Lc / log K = {fmt(ratio, '.4f')}, dz = {fmt(s.get('final_shuffle_gap'), '.3f')} nats, "
                               f"candidate acc = {fmt(s.get('final_acc_cand'), '.3f')}, "

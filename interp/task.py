@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from jaxtyping import Int
+from jaxtyping import Bool, Int
 
 from interp.errors import InterpError
 from interp.seeding import numpy_generator, torch_generator
@@ -166,7 +166,9 @@ class Task:
     """A generated task: tokens [D, T] plus group, selector and candidate tables.
 
     `selector_sets` [S, K, len_z] holds every selector string, `supergroup` [n_bases] the set
-    each base uses (S = 1 and all zeros unless `spec.selector_groups` is set)."""
+    each base uses (S = 1 and all zeros unless `spec.selector_groups` is set; a task given by its
+    tables may assign the sets in another order). `heldout` [n_bases, K] marks the pairs a run
+    never trained on (a task given by its tables: `interp.task_tables`); None: every pair is trained on."""
 
     def __init__(
         self,
@@ -175,6 +177,8 @@ class Task:
         selector_sets: Int[Tensor, "sets k len_z"],
         bases: Int[Tensor, "n_bases len_b"],
         targets: Int[Tensor, "n_bases k len_a"],
+        supergroup: Int[Tensor, " n_bases"] | None = None,
+        heldout: Bool[Tensor, "n_bases k"] | None = None,
     ):
         import torch
 
@@ -187,7 +191,10 @@ class Task:
         n, k = spec.n_bases, spec.k
         if len(selector_sets) != spec.n_selector_sets:
             raise InterpError(f"{len(selector_sets)} selector sets given; the spec needs {spec.n_selector_sets}")
-        self.supergroup = torch.arange(n) // spec.bases_per_selector_set
+        default = torch.arange(n) // spec.bases_per_selector_set
+        self.supergroup = default if supergroup is None else supergroup
+        self.own_order = supergroup is None or torch.equal(supergroup, default)
+        self.heldout = heldout if heldout is not None and bool(heldout.any()) else None
         self.group_id = torch.arange(n).repeat_interleave(k)
         self.selector_id = torch.arange(k).repeat(n)
         self.tokens = self._build_tokens(self.group_id, self.selector_id)
@@ -198,6 +205,9 @@ class Task:
         import torch
 
         spec.validate()
+        if spec.source != "generated":
+            raise InterpError(f"a task of source {spec.source!r} is not drawn from a seed: its run folder holds its "
+                              f"tables (interp.task_tables; open the run and use run.task)")
         rng = numpy_generator(seed, "task")
         selectors = _distinct_strings(rng, spec.k, spec.len_z)
         bases = _distinct_strings(rng, spec.n_bases, spec.len_b)
@@ -338,10 +348,25 @@ class Task:
     def sha256(self) -> str:
         """Hash of everything generated, stored in a run to check regeneration."""
         h = hashlib.sha256()
-        # selector_sets of one set has the bytes the one-set task always hashed
-        for t in (self.selector_sets, self.bases, self.targets, self.tokens):
+        # selector_sets of one set has the bytes the one-set task always hashed; a supergroup order or a held-out
+        # split (tasks given by their tables) add their bytes, so every task made before them hashes as it did
+        parts = [self.selector_sets, self.bases, self.targets, self.tokens]
+        if not self.own_order:
+            parts.append(self.supergroup)
+        if self.heldout is not None:
+            parts.append(self.heldout.long())
+        for t in parts:
             h.update(t.numpy().astype("<i8").tobytes())
         return h.hexdigest()
+
+    @property
+    def train_idx(self) -> Int[Tensor, " m"]:
+        """The examples a run trained on (group-major indices): every one unless the task holds a held-out split."""
+        import torch
+
+        if self.heldout is None:
+            return torch.arange(self.size)
+        return torch.nonzero(~self.heldout.reshape(-1)).squeeze(1)
 
     def decode(self, tokens: Int[Tensor, " seq"]) -> str:
         """Readable form of one sequence, e.g. 'BOS abcdef SEP x1 SEP q9r2 EOS'."""

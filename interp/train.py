@@ -349,6 +349,9 @@ def prepare_resume(path, overrides: dict, device: str):
     from interp.devices import check_fits
 
     run = Run.open(path)
+    if run.imported is not None:
+        raise InterpError(f"{path} was imported ({run.imported.get('format')}), not trained by interp: it is not "
+                          f"continued with --resume; fork it instead (interp fork {path} --at STEP --arm continue ...)")
     overrides = dict(overrides)
     steps = overrides.pop("steps", None)
     changed = [k for k, v in overrides.items() if run.spec.override(**{k: v}) != run.spec]

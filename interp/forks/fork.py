@@ -103,6 +103,10 @@ def fork_spec(parent, step: int, arm: Arm, horizon: int, settings: dict | None =
                           f"{', '.join(STORAGE)}")
     spec = parent.spec.override(**arm.train_changes(), **settings, steps=step + horizon)
     spec.validate()
+    if parent.spec.task.source == "tables" and parent.task.heldout is not None:
+        raise InterpError(f"{parent.path} was trained with {int(parent.task.heldout.sum())} pairs held out of "
+                          f"training; interp trains on every pair of a task, so a fork of it would train on those "
+                          f"too: forks of a run with a held-out split are not supported")
     size = spec.task.dataset_size
     if "batch_size" in arm.train_changes() and spec.train.batch_size > size:
         raise InterpError(f"arm {arm.label}: the batch is larger than the training set (D = {size} examples); "
@@ -175,7 +179,7 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
     eval_idx, eval_alt = eval_subset(task, spec.train, spec.seed)
     with torch.no_grad():
         row = summarize(evaluate_examples(model.eval(), task, eval_idx, eval_alt))
-    run = Run.create(out, spec, fork=block)
+    run = Run.create(out, spec, fork=block, task=task if spec.task.source == "tables" else None)
     try:
         run.save_checkpoint(step, model)
         run.append_metrics({"step": step, "lr": spec.train.lr, "train_loss": math.nan, **row, "seconds": 0.0})
