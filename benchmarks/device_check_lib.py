@@ -3,7 +3,8 @@
 A part runs in a process of its own (the driver starts it and kills it at its time box). It writes one JSON row per
 line to its rows file as each check ends, so what was measured before a crash or a timeout is kept. A check that
 raises is one "error" row (a failing check never stops the rest); a check that would start after the part's time box
-is spent is one "slow" row (reported, not failed: a busy machine is not a failed check). The reference is always the CPU of the same machine, in the same process; where the
+is spent is one "slow" row (reported, not failed: a busy machine is not a failed check).
+The reference is always the CPU of the same machine, in the same process; where the
 DEVICE is the CPU itself the reference runs on one thread (a kernel splits its sums by thread, so there is still
 something to compare), and the speed ratios are left out.
 """

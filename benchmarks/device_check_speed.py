@@ -196,7 +196,8 @@ def steps(part: Part) -> dict:
         where = "DEVICE" if role == "device" else "CPU"
         units, found = bf16_hardware(device)
         if not units:
-            part.row(f"bf16 over float32 eager on the {where} (issue 19)", verdict="skipped", note=f"this machine has no bf16 units ({found})")
+            part.row(f"bf16 over float32 eager on the {where} (issue 19)", verdict="skipped",
+                     note=f"this machine has no bf16 units ({found})")
         elif role in f32 and role in bf16:
             speedup = f32[role] / bf16[role]
             part.row(f"bf16 over float32 eager on the {where} (issue 19)", **{role: speedup}, limit=f">= {BF16_GOAL}x",

@@ -122,7 +122,8 @@ def _bf16_guard(part: Part, first: dict, spec) -> None:
 
     units, found = bf16_hardware(part.device)
     if not units:
-        part.row("bf16 guard (2 seeds, tau and plateau height)", verdict="skipped", note=f"this machine has no bf16 units ({found})")
+        part.row("bf16 guard (2 seeds, tau and plateau height)", verdict="skipped",
+                 note=f"this machine has no bf16 units ({found})")
         return
     runs = {"float32": [first], "bf16": []}
     for precision in runs:

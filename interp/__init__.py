@@ -40,7 +40,7 @@ _LAZY = {
     "fork": "interp.forks.fork",
     "ForkFamily": "interp.forks.family",
     "open": "interp.collections.folders",  # interp.open(path): a Run, a Sweep or a ForkFamily
-    "import_run": "interp.imports.writer",  # interp.import_run(src, out): a run made elsewhere (docs/import.md)
+    "import_run": "interp.collections.imports",  # interp.import_run(src, out): a run made elsewhere (docs/import.md)
     "evaluate_run": "interp.imports.evaluate",  # the metrics log rebuilt from the checkpoints
 }
 

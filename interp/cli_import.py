@@ -49,7 +49,7 @@ def _print_one(result, indent: str = "") -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from interp.imports.writer import import_run
+    from interp.collections.imports import import_run
 
     ignore = tuple(x.strip() for x in (args.ignore or "").split(",") if x.strip())
     result = import_run(Path(args.src), Path(args.out), args.format, replace=args.replace, spec_file=args.spec,

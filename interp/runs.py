@@ -9,6 +9,8 @@ Layout of a run folder:
     states/              step_0001200.safetensors: the optimizer-complete state at that checkpoint
                          (parameters, AdamW moments and step, batch RNG), with --save-optimizer only
     resume.safetensors   parameters, optimizer state and RNG state of the latest checkpoint
+    task.safetensors     the task's tables, where it is given by them (a run made elsewhere: interp.task_tables)
+    source_history.jsonl an imported run's source log, as its source wrote it (interp.imports)
     status.json          how the last training session ended: done / failed, wall seconds, error
     .lock                held (an OS file lock) by the one process writing the run
     cache/               analysis results (written by callers of the analyses, never by them); what analyses
@@ -38,13 +40,13 @@ from pathlib import Path
 
 from interp import metrics_log
 from interp.errors import InterpError
-from interp.files import (WriterLock, append_line, atomic_write_bytes, atomic_write_json, check_writable_parent,
-                          remove_temporaries, sha256_bytes)
+from interp.files import (WriterLock, append_line, atomic_write_bytes, atomic_write_json, remove_temporaries, sha256_bytes)
 from interp.presentable import html
 from interp.spec import VOCAB_SIZE, RunSpec, spec_sha256
 
-from interp.run_layout import (CACHE_DIR, CHECKPOINT_DIR, FORMAT, LOCK_FILE, MANIFEST_FILE,  # noqa: F401 - re-exported
-                               METRICS_FILE, RESUME_FILE, RUN_FILE, STATE_DIR, STATUS_FILE)
+from interp.run_layout import (CACHE_DIR, CHECKPOINT_DIR, FORMAT, HISTORY_FILE, LOCK_FILE,  # noqa: F401 - re-exported
+                               MANIFEST_FILE, METRICS_FILE, RESUME_FILE, RUN_FILE, STATE_DIR, STATUS_FILE, TASK_FILE,
+                               check_new_folder, fork_sha256)
 
 PACKAGES = ("interp", "torch", "transformer-lens", "numpy", "safetensors", "pandas")
 # the files that mark a folder of runs (`interp.forks.family.FAMILY_FILE`, `interp.sweeps.sweep.SWEEP_FILE`), named
@@ -101,12 +103,10 @@ class Run:
         if stored is not None and stored != spec_sha256(info["spec"]):
             raise InterpError(f"{self.path / RUN_FILE}: its spec does not match the hash it was written with "
                               f"(edited by hand?); a run's spec cannot be changed, only --steps by a resume")
-        if "fork" in info and info.get("fork_sha256") != fork_sha256(info["fork"]):
-            raise InterpError(f"{self.path / RUN_FILE}: its fork block does not match the hash it was written with "
-                              f"(edited by hand?); a fork's parent and arm cannot be changed")
-        if "imported" in info and info.get("imported_sha256") != fork_sha256(info["imported"]):
-            raise InterpError(f"{self.path / RUN_FILE}: its import block does not match the hash it was written with "
-                              f"(edited by hand?); where an imported run came from cannot be changed")
+        for block, what in (("fork", "a fork's parent and arm"), ("imported", "where an imported run came from")):
+            if block in info and info.get(f"{block}_sha256") != fork_sha256(info[block]):
+                raise InterpError(f"{self.path / RUN_FILE}: its {block} block does not match the hash it was written "
+                                  f"with (edited by hand?); {what} cannot be changed")
         self.info = info
         self.spec = spec
         self._task = None
@@ -137,23 +137,15 @@ class Run:
     @classmethod
     def create(cls, path: str | Path, spec: RunSpec, fork: dict | None = None, task=None,
                imported: dict | None = None) -> Run:
-        """Make a new run folder for `spec` and hold its lock; refuses to touch an existing run.
-        `fork` is a fork's block (its parent and arm: `interp.forks`), stored with its hash; `imported` where a
-        run made elsewhere came from (`interp.imports`), stored with its hash. `task`: the task, required for a
-        spec whose task is given by its tables (`interp.task_tables`: written to the folder), else regenerated."""
+        """Make a new run folder for `spec` and hold its lock; refuses to touch an existing run. `fork` (a fork's
+        parent and arm) and `imported` (where a run made elsewhere came from) are stored with their hashes; `task`
+        is required where the spec's task is given by its tables (`interp.task_tables`)."""
         spec.validate()
         path = Path(path)
         check_new_folder(path)
-        from interp.task import Task
-        from interp.task_tables import TASK_FILE, tables_bytes
+        from interp.task_tables import task_of_new_run
 
-        if spec.task.source == "tables":
-            if task is None or task.spec != spec.task or task.seed != spec.seed:
-                raise InterpError(f"{path}: a run whose task is given by its tables is made with that task")
-            tables = tables_bytes(task)
-        else:
-            task = Task.generate(spec.task, spec.seed)  # the slow part, before anything is made
-            tables = None
+        task, tables = task_of_new_run(spec, task, path)  # the slow part, before anything is made
         info = {
             "format": FORMAT,
             "spec": spec.to_dict(),
@@ -200,7 +192,7 @@ class Run:
             return
         self._lock.acquire()
         own = "|".join(re.escape(name) for name in (RUN_FILE, MANIFEST_FILE, METRICS_FILE, RESUME_FILE, STATUS_FILE,
-                                                    "task.safetensors", "source_history.jsonl"))
+                                                    TASK_FILE, HISTORY_FILE))
         remove_temporaries(self.path, own)
         remove_temporaries(self.path / CHECKPOINT_DIR, r"step_\d+\.safetensors")
         remove_temporaries(self.path / STATE_DIR, r"step_\d+\.safetensors")
@@ -250,7 +242,7 @@ class Run:
     def task(self):
         """The Task, regenerated from the stored spec and checked against the stored hash."""
         if self._task is None and self.spec.task.source == "tables":
-            from interp.task_tables import TASK_FILE, read_task
+            from interp.task_tables import read_task
 
             self._task = read_task(self.path / TASK_FILE, self.spec.task, self.spec.seed, self.info.get("task_sha256"))
         if self._task is None:
@@ -449,13 +441,12 @@ class Run:
 
     @property
     def imported(self) -> dict | None:
-        """Where a run made elsewhere came from (format, source path, the SHA-256 of every file read, the source's
-        config as written: `interp.imports`), or None for a run interp trained."""
+        """Where a run made elsewhere came from (`interp.imports`), or None for a run interp trained."""
         return self.info.get("imported")
 
     def record_training(self, entry: dict) -> None:
-        """Record how a training session from `entry["from_step"]` ran (device, threads, compile):
-        what a replay must match. Sessions from that step on are replaced (they are rewritten)."""
+        """Record how a training session from `entry["from_step"]` ran (device, threads, compile): what a replay
+        must match. Sessions from that step on are replaced (they are rewritten)."""
         self._require_writer()
         kept = [e for e in self.info.get("training", []) if e.get("from_step", 0) < entry["from_step"]]
         if kept and {k: v for k, v in kept[-1].items() if k != "from_step"} == {
@@ -494,21 +485,3 @@ class Run:
             f"Run({str(self.path)!r}, {s.task.direction}, K={s.task.k}, D={s.task.dataset_size}, "
             f"seed={s.seed}, {n})"
         )
-
-
-def fork_sha256(block: dict) -> str:
-    """SHA-256 of a fork block's canonical JSON (what run.json's `fork_sha256` holds)."""
-    return sha256_bytes(json.dumps(block, sort_keys=True, separators=(",", ":")).encode())
-
-
-def check_new_folder(path: Path) -> None:
-    """Refuse a path where a new run folder cannot be made, before anything is written."""
-    if str(path) in ("", "."):
-        raise InterpError("the run folder must be a non-empty path")
-    if path.exists() and not path.is_dir():
-        raise InterpError(f"{path} is a file; a run needs a folder")
-    if (path / RUN_FILE).exists():
-        raise InterpError(f"{path} already holds a run; resume it or choose another folder")
-    if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
-        raise InterpError(f"{path} exists and is not empty; choose another folder")
-    check_writable_parent(path, "create")

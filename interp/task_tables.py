@@ -15,7 +15,7 @@ from pathlib import Path
 from interp.errors import InterpError
 from interp.spec import TaskSpec
 
-TASK_FILE = "task.safetensors"
+from interp.run_layout import TASK_FILE  # noqa: F401 - the file this module reads
 NAMES = ("selector_sets", "bases", "targets", "supergroup", "heldout")
 
 
@@ -34,7 +34,6 @@ def tables_bytes(task) -> bytes:
 
 def task_from_tables(spec: TaskSpec, seed: int, tables: dict):
     """A Task from its tables (token ids), each checked against the spec's shapes and the vocabulary."""
-    import torch
 
     from interp.spec import FIRST_CHAR_ID, VOCAB_SIZE
     from interp.task import Task
@@ -77,3 +76,15 @@ def read_task(path: Path, spec: TaskSpec, seed: int, expected_sha: str | None):
     if task.sha256() != expected_sha:
         raise InterpError(f"{path} does not match the task hash run.json recorded (edited or replaced?)")
     return task
+
+
+def task_of_new_run(spec, task, path: Path):
+    """(the task, its tables' bytes or None) of a run being made with `spec`: a generated task is drawn from the seed;
+    one given by its tables must be handed in (`task`), and is written with the run."""
+    from interp.task import Task
+
+    if spec.task.source != "tables":
+        return Task.generate(spec.task, spec.seed), None
+    if task is None or task.spec != spec.task or task.seed != spec.seed:
+        raise InterpError(f"{path}: a run whose task is given by its tables is made with that task")
+    return task, tables_bytes(task)

@@ -58,7 +58,7 @@ def eval_sets(run):
 def _source_values(run) -> dict[int, dict]:
     """step -> the source history's values at that step, under their names in interp's log."""
     from interp.imports.safe_load import load_jsonl
-    from interp.imports.writer import HISTORY_FILE
+    from interp.run_layout import HISTORY_FILE
 
     block = run.imported or {}
     path = run.path / HISTORY_FILE

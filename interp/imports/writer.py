@@ -1,5 +1,5 @@
-"""`interp import SRC --out RUN`: a run made elsewhere becomes an interp run folder, written through the run's own
-writers (checkpoints as safetensors, optimizer-complete states, the metrics log), atomically as a whole.
+"""One run made elsewhere becomes an interp run folder (`interp import`: `interp.collections.imports`), written
+through the run's own writers (checkpoints as safetensors, optimizer-complete states, the metrics log), atomically as a whole.
 
 The source folder is only read: nothing is written, moved or locked there. The run is made in a temporary sibling
 of RUN and renamed into place only once complete, so a refusal or a failure leaves no half-written output. Order:
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from interp.errors import InterpError
-from interp.files import atomic_write_bytes, sha256_bytes
-from interp.imports.source import FORMATS, Source, detect
+from interp.files import atomic_write_bytes
+from interp.imports.source import FORMATS, Source
 
-HISTORY_FILE = "source_history.jsonl"
+from interp.run_layout import HISTORY_FILE
 # the columns of interp's log that only its own training records: an imported run has them under the source's names
 # where its source logged them (`Source.columns`), and otherwise not at all
 NOT_RECORDED = ("grad_norm", "grad_sq_mean", "dissipation", "eff_step.*", "v_mean.*")
@@ -79,7 +79,7 @@ def read_source(src: Path, fmt: str, spec_file=None, version=None, ignore=()) ->
     raise InterpError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
 
 
-def _check_places(src: Path, out: Path) -> None:
+def check_places(src: Path, out: Path) -> None:
     a, b = Path(os.path.abspath(src)), Path(os.path.abspath(out))
     if a == b or a in b.parents:
         raise InterpError(f"--out {out} lies inside the source {src}: the source folder is only read, never written")
@@ -87,25 +87,6 @@ def _check_places(src: Path, out: Path) -> None:
         raise InterpError(f"the source {src} lies inside --out {out}")
     if str(out).strip() in ("", "."):
         raise InterpError("--out must be a non-empty path")
-
-
-def import_run(src, out, fmt: str | None = None, *, replace: bool = False, spec_file=None, version: int | None = None,
-               ignore: tuple[str, ...] = (), progress: bool = True) -> ImportResult:
-    """Import the run (or eta-sweep folder) at `src` into the new folder `out` (module docstring). `fmt` forces the
-    format (FORMATS); `spec_file` a TransformerLens series' spec; `version` the author's generator's version;
-    `ignore` config fields the user says have no effect."""
-    src, out = Path(src), Path(out)
-    if fmt is not None and fmt not in FORMATS:
-        raise InterpError(f"--format {fmt!r}; allowed: {', '.join(FORMATS)}")
-    if version is not None and version not in (1, 2, 3, 4, 5):
-        raise InterpError(f"--generator-version {version}: the author's generator has versions 1 to 5")
-    found = detect(src)
-    fmt = fmt or found
-    _check_places(src, out)
-    if fmt == "synass-eta-sweep":
-        return _import_sweep(src, out, replace, version, ignore, progress)
-    source = read_source(src, fmt, spec_file, version, ignore)
-    return _import_one(source, out, replace, progress)
 
 
 def _source_hashes(source: Source) -> dict[str, str]:
@@ -159,7 +140,7 @@ def _load_params(source: Source, step: int, spec):
     return parameters_of(obj, path, shapes, spec.model.context(spec.task.sequence_length))
 
 
-def _with_context(source: Source) -> None:
+def with_context(source: Source) -> None:
     """The spec's n_ctx from the first checkpoint's positional embedding (the author's is 32, the sequence 16)."""
     from interp.imports.safe_load import load_torch
 
@@ -230,7 +211,7 @@ def _num(x) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
-def _import_one(source: Source, out: Path, replace: bool, progress: bool, hashes: dict | None = None) -> ImportResult:
+def import_one(source: Source, out: Path, replace: bool, progress: bool, hashes: dict | None = None) -> ImportResult:
     from interp.runs import Run
 
     hashes = _source_hashes(source) if hashes is None else hashes
@@ -238,7 +219,7 @@ def _import_one(source: Source, out: Path, replace: bool, progress: bool, hashes
         run = Run.open(out)
         return ImportResult(out, source.format, run.steps, _kept(run), run.imported.get("data_check"),
                             list(run.imported.get("notes", [])), unchanged=True)
-    _with_context(source)
+    with_context(source)
     source.spec.validate()
     check = _check_data(source, progress)
     tmp = out.parent / f".{out.name}.importing-{os.getpid()}"
@@ -342,43 +323,3 @@ def _keep_state(run, source: Source, step: int, model, notes: list[str]) -> None
     # the source's batch stream cannot be had: forks that continue "the parent's stream" draw this one
     run.save_state(step, model, optimizer, {"batches": step_generator(spec.seed, "batches", step)},
                    {"wall_seconds": 0.0, "imported": True})
-
-
-# ---------------------------------------------------------------------------- a folder of eta-sweep runs
-def _import_sweep(src: Path, out: Path, replace: bool, version, ignore, progress: bool) -> ImportResult:
-    from interp.imports.synass import eta_runs, read_eta
-    from interp.spec import dotted_names
-    from interp.sweeps.sweep import SWEEP_FILE, Sweep, SweepSpec
-
-    folders = eta_runs(src)
-    sources = [read_eta(folder, version, ignore) for folder in folders]
-    for source in sources:
-        _with_context(source)
-    base = sources[0].spec
-    varying = [n for n in dotted_names() if any(s.spec.get(n) != base.get(n) for s in sources)]
-    spec = SweepSpec(base=base, points=tuple({n: s.spec.get(n) for n in varying} for s in sources), name=src.name)
-    names = [name for name, _, _ in spec.runs()]
-    if out.exists() and (out / SWEEP_FILE).is_file():
-        results = []
-        for name, source in zip(names, sources):
-            results.append(_import_one(source, out / name, replace, progress))
-        return ImportResult(out, "synass-eta-sweep", runs=results, unchanged=all(r.unchanged for r in results),
-                            notes=[f"{len(results)} runs"])
-    if out.exists() and any(out.iterdir()):
-        raise InterpError(f"{out} exists and is not an imported sweep; choose another --out")
-    tmp = out.parent / f".{out.name}.importing-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        Sweep.create(tmp, spec)
-        results = [_import_one(source, tmp / name, False, progress) for name, source in zip(names, sources)]
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    for r, name in zip(results, names):
-        r.path = out / name
-    return ImportResult(out, "synass-eta-sweep", runs=results, notes=[f"{len(results)} runs over "
-                                                                      f"{', '.join(varying) or 'nothing'}"])

@@ -53,6 +53,10 @@ def dissipation(c):
     from interp.plots.updates import dissipation_curve
 
     metrics = c.need_metrics()
+    imported = c.run.imported
+    if "dissipation" not in metrics.columns and imported is not None:
+        raise InterpError(f"not recorded: this run was imported ({imported.get('format')}), and the dissipation needs "
+                          f"the gradient norm of every training step, which only interp's training logs")
     if "dissipation" not in metrics.columns:
         raise InterpError("this run was trained before interp logged the gradient norm at every step "
                           "(metrics.jsonl has no dissipation column); retrain it to see the dissipation")

@@ -97,7 +97,8 @@ def test_the_readme_and_docs_list_the_commands_they_show():
                                                  "scaling", "fork", "mechanisms", "reconcile", "export", "doctor"}
 
 
-WRITES = {"README.md": ("report.html", "timeline.html", "sweep.html"),
+WRITES = {"README.md": ("report.html", "timeline.html", "sweep.html", "checkpoints/imported/run.json"),
+          "docs/import.md": ("outputs/demo/config.yaml", "checkpoints/demo-again/metrics.jsonl"),
           "docs/cli.md": ("report.html", "timeline.html", "scaling.html"),
           "docs/tracking.md": ("checkpoints/demo/exports/tensorboard/demo", "exports/demo-wandb/wandb",
                                "checkpoints/tb-run/tensorboard", "checkpoints/wb-run/wandb")}

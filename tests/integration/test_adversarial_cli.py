@@ -65,6 +65,11 @@ PATH_COMMANDS = [
     ("export", ["export", "{X}", "--to", "tensorboard"]),
     ("export-out", ["export", "{R}", "--to", "tensorboard", "--out", "{X}"]),
     ("export-report", ["export", "{R}", "--to", "wandb", "--report", "{X}"]),
+    ("export-synass", ["export", "{R}", "--to", "synass", "{X}"]),
+    ("import", ["import", "{X}", "--out", "{T}/imported", "--quiet"]),
+    ("import-out", ["import", "{R}", "--out", "{X}", "--quiet"]),
+    ("import-spec", ["import", "{R}", "--out", "{T}/imported", "--spec", "{X}", "--quiet"]),
+    ("evaluate", ["evaluate", "{X}", "--quiet"]),
 ]
 PATHLESS = {"doctor"}  # subcommands that take no path
 

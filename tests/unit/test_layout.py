@@ -5,8 +5,8 @@ below, lazy imports and "module:function" strings included:
 
     1 core          names, errors, formatting, seeding, files, spec, precision, devices, presets, run_layout, presentable
     2 task/model    task, model, fastpath
-    3 run           runs, checkpoints, run_states, metrics, metrics_log, transition, summary
-    4 training      steps, optimizer, optimizer_stats, replay, sinks, train
+    3 run           runs, checkpoints, run_states, metrics, metrics_log, transition, summary, task_tables
+    4 training      steps, optimizer, optimizer_stats, replay, sinks, train, imports/
     5 analysis      analysis/, timelines
     6 collections   collections/, sweeps/, forks/
     7 judgement     mechanisms/, reconcile/
@@ -159,15 +159,15 @@ FLOORS = (
               "interp.precision", "interp.devices", "interp.presets", "interp.run_layout", "interp.presentable")),
     ("task/model", ("interp.task", "interp.model", "interp.fastpath")),
     ("run", ("interp.runs", "interp.checkpoints", "interp.run_states", "interp.run_segments", "interp.metrics",
-             "interp.metrics_log", "interp.transition", "interp.summary")),
+             "interp.metrics_log", "interp.transition", "interp.summary", "interp.task_tables")),
     ("training", ("interp.steps", "interp.optimizer", "interp.optimizer_stats", "interp.replay", "interp.sinks",
-                  "interp.train")),
+                  "interp.train", "interp.imports")),
     ("analysis", ("interp.analysis", "interp.timelines")),
     ("collections", ("interp.collections", "interp.sweeps", "interp.forks")),
     ("judgement", ("interp.mechanisms", "interp.reconcile")),
     ("presentation", ("interp.plots", "interp.display", "interp.report", "interp.tracking")),
     ("entry", ("interp", "interp.cli", "interp.cli_fork", "interp.cli_sweep", "interp.cli_mechanisms", "interp.cli_show",
-               "interp.cli_export", "interp.cli_track", "interp.cli_doctor")),
+               "interp.cli_export", "interp.cli_track", "interp.cli_doctor", "interp.cli_import")),
 )
 
 

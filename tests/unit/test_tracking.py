@@ -163,7 +163,9 @@ def test_export_refuses_bad_input_in_one_line(tmp_path, capsys):
     code, _, err = run_main(["export", str(tmp_path / "nothing"), "--to", "tensorboard"], capsys)
     assert code == 2 and err.count("\n") == 1, err
     code, _, err = run_main(["export", "checkpoints/demo", "--to", "mlflow"], capsys)
-    assert code == 2 and "invalid choice" in err
+    assert code == 2 and "--to 'mlflow': allowed: tensorboard, wandb, synass" in err and err.count("\n") == 1
+    code, _, err = run_main(["export", "checkpoints/demo", "--to", "tensorboard", str(tmp_path / "x")], capsys)
+    assert code == 2 and "only --to synass takes a folder" in err and not (tmp_path / "x").exists()
     code, _, err = run_main(["export", "checkpoints/demo", "--to", "wandb", "--report", str(tmp_path / "r.html")], capsys)
     assert code == 2 and "no such file" in err and not (tmp_path / "exports").exists()
 
