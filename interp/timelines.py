@@ -39,6 +39,7 @@ from interp.transition import ONSET_FRACTION, ONSET_M, onset, rise_threshold, ta
 
 MIN_CHECKPOINTS = 3  # an onset held for m >= 2 checkpoints needs a rise before it
 EVENT_NAMES = {
+    "decodable": "z linearly decodable (probe)",
     "carried_attn": "attention to z (carried)",
     "carried_share": "z-share (carried)",
     "used_ablation": "resample ablation > 0.1 nats (used)",
@@ -88,8 +89,8 @@ class Timeline:
         return int(row["onset"].iloc[0])
 
     def event(self, name: str) -> int | None:
-        """Step of one routing-head event ("carried_attn", "carried_share", "used_ablation",
-        "used_patching"), or None if it never happened (or was not measured)."""
+        """Step of one event ("decodable", "carried_attn", "carried_share", "used_ablation", "used_patching"), or
+        None if it never happened (or was not measured)."""
         hit = self.events[self.events["event"] == name] if not self.events.empty else self.events
         if hit.empty or pd.isna(hit["step"].iloc[0]):
             return None
@@ -115,15 +116,24 @@ def head_onsets(sens: pd.DataFrame, column: str = "z_share", fraction: float = O
 
 
 def routing_events(sens: pd.DataFrame, usage: pd.DataFrame | None, head: str, t: int | None,
-                   fraction: float = ONSET_FRACTION, m: int = ONSET_M) -> pd.DataFrame:
-    """The routing head's carried and used events: event, kind, label, step, lead."""
+                   fraction: float = ONSET_FRACTION, m: int = ONSET_M, probes: pd.DataFrame | None = None
+                   ) -> pd.DataFrame:
+    """The routing head's carried and used events, and (given the probes table) when z first becomes linearly
+    decodable at any site: event, kind, label, step, lead."""
     carried = findings_module.carried_onsets(sens, head, fraction, m)
     used = findings_module.used_onsets(usage, head, m=m) if usage is not None and not usage.empty else {}
     steps = {"carried_attn": carried["attn_to_z"], "carried_share": carried["z_share"],
              "used_ablation": used.get("ablation"), "used_patching": used.get("patching")}
+    measured = {name: name.startswith("carried") or bool(used) for name in steps}
+    if probes is not None and not probes.empty:
+        from interp.analysis.probes import decodable_onsets
+
+        dated = [s for s in decodable_onsets(probes, m).values() if s is not None]
+        steps = {"decodable": min(dated) if dated else None, **steps}
+        measured["decodable"] = True
     rows = [{"event": name, "kind": name.split("_")[0], "label": EVENT_NAMES[name],
              "step": pd.NA if step is None else step, "lead": findings_module.lead(t, step),
-             "measured": name.startswith("carried") or bool(used)}
+             "measured": measured[name]}
             for name, step in steps.items()]
     df = pd.DataFrame(rows)
     df["step"] = df["step"].astype("Int64")
@@ -166,6 +176,8 @@ def timeline(
     with_trajectory: bool = True,
     edges: pd.DataFrame | None = None,
     with_edges: bool = True,
+    probes: pd.DataFrame | None = None,
+    with_probes: bool = True,
 ) -> Timeline:
     """Compute the timeline of `run`. `sens` and `usage` reuse tables already computed (e.g. the
     suite's); otherwise the sensitivity and (unless `with_usage=False`) usage analyses run
@@ -186,7 +198,8 @@ asked, so when they are not cached `edges_note` names the command that computes 
     if m < 1:
         raise InterpError(f"m (checkpoints an onset must hold) must be >= 1, got {m}")
     wanted = [name for name, table in (("sensitivity", sens), ("usage", usage if with_usage else 0),
-                                       ("trajectory", trajectory if with_trajectory else 0))
+                                       ("trajectory", trajectory if with_trajectory else 0),
+                                       ("probes", probes if with_probes and run.layout.z_pos else 0))
               if table is None]
     notes: list[str] = []
     if wanted:
@@ -199,6 +212,8 @@ asked, so when they are not cached `edges_note` names the command that computes 
             usage = result.tables.get("usage")
         if with_trajectory and trajectory is None:
             trajectory = result.tables.get("trajectory")
+        if with_probes and probes is None:
+            probes = result.tables.get("probes")
         notes = result.notes + result.problems
     if column not in sens.columns:
         allowed = ", ".join(c for c in SENSITIVITY_COLUMNS if c in sens.columns)
@@ -221,7 +236,7 @@ asked, so when they are not cached `edges_note` names the command that computes 
     return Timeline(
         metrics=run.metrics, sensitivity=sens, log_k=run.log_k, tau=t, tau_window=run_tau(run, kind="window"),
         routing_head=routing, onsets=onsets, lead=lead, column=column, fraction=fraction, m=m, name=run.name,
-        usage=usage, events=routing_events(sens, usage, routing, t, fraction, m),
+        usage=usage, events=routing_events(sens, usage, routing, t, fraction, m, probes if with_probes else None),
         routing_step=int(sens["step"].max()), trajectory=trajectory if with_trajectory else None, notes=notes,
         edge_onsets=edge_onsets, edges_note=edges_note,
     )

@@ -153,6 +153,29 @@ def _run_claims(g: Gathered, run, evidence: list) -> None:
     if "attention_onset" not in g.ours:
         why = row.get("circuits_reason") or "no attention onset or no dz onset in the run"
         g.missing["attention_onset"] = why.replace("interp analyze SWEEP", f"interp analyze {run.path}")
+    ratio = encoded_ratio(row)
+    m = _point(ratio, f"decodable onset {row.get('decodable_onset')} / first used onset {_used(row)}")
+    if m is not None:
+        g.ours["encoded_before_used"] = m
+    else:
+        why = row.get("circuits_reason") or "no decodable onset or no used onset in the run"
+        g.missing["encoded_before_used"] = why.replace("interp analyze SWEEP", f"interp analyze {run.path}")
+
+
+def _used(row) -> float:
+    """The first of a circuit row's used onsets (ablation, patching); NaN when neither happened."""
+    values = [float(row.get(c, math.nan)) for c in ("used_ablation_onset", "used_patching_onset")]
+    values = [v for v in values if math.isfinite(v)]
+    return min(values) if values else math.nan
+
+
+def encoded_ratio(row) -> float | None:
+    """decodable onset / first used onset of one run's circuit row (None where either is missing or the used
+    onset is 0, which no ratio can hold)."""
+    decodable, used = float(row.get("decodable_onset", math.nan)), _used(row)
+    if not (math.isfinite(decodable) and math.isfinite(used)) or used <= 0:
+        return None
+    return decodable / used
 
 
 def _gather_run(run, compute: bool, progress: bool, mech=None) -> tuple[Gathered, object]:
@@ -256,6 +279,12 @@ def table_claims(g: Gathered, table) -> None:
                 (g.ours if name == "ours" else g.author)["attention_onset"] = m
     if "attention_onset" not in g.ours:
         g.missing["attention_onset"] = "no run has a cached attention onset (the circuits analyses) and a dz onset"
+    ratios = [r for r in (encoded_ratio(row) for row in done.to_dict("records")) if r is not None]
+    m = _mean(ratios, "decodable onset / first used onset", log=True)
+    if m is not None:
+        g.ours["encoded_before_used"] = m
+    else:
+        g.missing["encoded_before_used"] = "no run has a cached decodable onset (the probes) and a used onset"
 
 
 def _gather_family(family, compute: bool, progress: bool, mech=None) -> tuple[Gathered, object]:

@@ -30,7 +30,7 @@ from interp.plots.style import (
 )
 
 # ---------------------------------------------------------------------------- timeline
-EVENT_STYLE = {"carried": ("#2ca02c", "dashdot"), "used": ("#9467bd", "longdash")}
+EVENT_STYLE = {"decodable": ("#17becf", "dash"), "carried": ("#2ca02c", "dashdot"), "used": ("#9467bd", "longdash")}
 
 
 def timeline_figure(tl) -> go.Figure:
@@ -239,7 +239,7 @@ def usage_curves(usage: pd.DataFrame, tau: int | None = None, events: pd.DataFra
                              hovertemplate="step %{x}<br>restored %{y:.2f}<extra></extra>"), row=2, col=1)
     if events is not None and not events.empty:
         for r in events.dropna(subset=["step"]).itertuples():
-            color = "#2ca02c" if r.kind == "carried" else "#9467bd"
+            color = EVENT_STYLE.get(r.kind, EVENT_STYLE["used"])[0]
             vline(fig, int(r.step), name=f"event {r.event}", line=dict(color=color, dash="dashdot", width=1.2))
     tau_line(fig, tau)
     fig.update_yaxes(title_text="Δ candidate loss (nats)", row=1, col=1)

@@ -27,7 +27,7 @@ from interp.analysis.common import select_steps
 from interp.analysis.findings import findings as find, summary_rows
 from interp.analysis.suite import run_suite
 from interp.errors import InterpError
-from interp.report import diagnostic_figures, edge_figures, figures  # noqa: F401 - their figure functions register the sections
+from interp.report import decoding_figures, diagnostic_figures, edge_figures, figures  # noqa: F401 - their figure functions register the sections
 from interp.report.mechanisms import mechanism_html
 from interp.report.page import (NotComputed, Section, figure_count, figure_html, page, report_top, section_html,
                                 write_html)
@@ -171,7 +171,29 @@ def summary(run: Run, c: Context) -> list[tuple[str, str]]:
     spec = run.spec
     rows = run_rows(run_summary(run))
     rows.insert(2, ("model", f"{spec.model.n_layers} layers x {spec.model.n_heads} heads, d_model {spec.model.d_model}"))
-    return rows + summary_rows(c.findings, c.tables)
+    story = story_row(c.findings)
+    return rows + ([story] if story else []) + summary_rows(c.findings, c.tables)
+
+
+def story_row(f: dict) -> tuple[str, str] | None:
+    """The order of events in one sentence: "z is decodable from step A, carried by L0H3 from B, used from C, tau
+    at D" (each part only where it was measured)."""
+    from interp.formatting import fmt
+
+    parts = []
+    if "decodable_onsets" in f:
+        parts.append(f"z is decodable from step {fmt(f.get('decodable_onset'), none='never')}"
+                     + (f" ({f['decodable_site']})" if f.get("decodable_site") else ""))
+    if f.get("routing_head"):
+        carried = [x for x in (f.get("carried_attn_onset"), f.get("carried_share_onset")) if x is not None]
+        parts.append(f"carried by {f['routing_head']} from step {fmt(min(carried) if carried else None, none='never')}")
+    if "usage_head" in f:
+        used = [x for x in (f.get("used_ablation_onset"), f.get("used_patching_onset")) if x is not None]
+        parts.append(f"used from step {fmt(min(used) if used else None, none='never')}")
+    if not parts:
+        return None
+    parts.append(f"tau at {fmt(f.get('tau'), none='never')}")
+    return ("in order", ", ".join(parts))
 
 
 # ---------------------------------------------------------------------------- what a report will compute
@@ -179,7 +201,8 @@ def summary(run: Run, c: Context) -> list[tuple[str, str]]:
 # `interp report checkpoints/demo --no-cache`, 2026-12-04: 148 s in all; the first analysis of a step loads its
 # checkpoint), and what a report costs besides (importing torch and TransformerLens, the figures, plotly.js)
 SECONDS_PER_STEP = {"sensitivity": 0.31, "attention": 0.34, "groups": 3.25, "ablation": 10.0, "patching": 1.0,
-                    "usage": 0.72, "trajectory": 0.03, "spectra": 0.03, "representations": 0.31, "lens": 0.14}
+                    "usage": 0.72, "trajectory": 0.03, "spectra": 0.03, "representations": 0.31, "lens": 0.14,
+                    "probes": 0.2, "erasure": 0.12, "unembed_geometry": 0.01}  # the last three: 2026-12-07
 OTHER_SECONDS = 35.0
 
 

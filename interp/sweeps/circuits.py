@@ -20,8 +20,10 @@ import math
 from interp.analysis.registry import GROUPS
 from interp.errors import InterpError
 
-# the analyses the columns read, with their default parameters (`--only circuits`)
+# the analyses the columns read, with their default parameters (`--only circuits`); the attribution runs only when
+# asked (`--only attribution`), and its column is read where it is cached
 CIRCUIT_ANALYSES = GROUPS["circuits"]
+OPTIONAL = ("attribution",)
 # column -> the findings key it holds (interp.analysis.findings)
 FINDINGS = {
     "routing_head": "routing_head",
@@ -39,8 +41,12 @@ FINDINGS = {
     "ablation_tau_step": "ablation_mid_step",
     "ablation_at_tau": "ablation_mid_delta_loss_cand",
     "groups_above_80_at_half_tau": "groups_share_above_80_at_half_tau",
+    "decodable_onset": "decodable_onset",
+    "decodable_lead": "decodable_lead",
+    "decodable_site": "decodable_site",
+    "routing_attribution": "attribution_routing",
 }
-TEXT_COLUMNS = ("routing_head", "ablation_method")
+TEXT_COLUMNS = ("routing_head", "ablation_method", "decodable_site")
 CIRCUIT_COLUMNS = (*FINDINGS, "circuits_reason")
 
 
@@ -61,7 +67,7 @@ def circuit_row(run, state: str, censored: bool) -> dict:
     from interp.analysis.suite import run_suite
 
     try:
-        result = run_suite(run, only=CIRCUIT_ANALYSES, progress=False, compute=False)
+        result = run_suite(run, only=CIRCUIT_ANALYSES + OPTIONAL, progress=False, compute=False)
     except InterpError as exc:
         return empty_row(f"cannot be read: {exc}")
     row = empty_row(None)
@@ -76,9 +82,12 @@ def circuit_row(run, state: str, censored: bool) -> dict:
     if damaged:  # entries the cache refused: named as damaged, never as not analysed
         notes = "; ".join(note for by_step in damaged.values() for note in by_step.values())
         reasons.append(f"damaged cache entries: {notes} (recompute them: {hint})")
-    unanalysed = [name for name, steps in result.missing.items() if not set(steps) <= set(damaged.get(name, {}))]
+    unanalysed = [name for name, steps in result.missing.items() if not set(steps) <= set(damaged.get(name, {}))
+                  and name not in OPTIONAL]
     if unanalysed:
         reasons.append(f"not analysed: {', '.join(unanalysed)} (run: {hint})")
+    if any(name in result.missing and name not in damaged for name in OPTIONAL):
+        reasons.append(f"routing_attribution: the attribution runs only when asked ({hint} --only attribution)")
     if row["routing_head"] is not None:
         for column, label in (("carried_attn_onset", "attention to z"), ("carried_share_onset", "z-share"),
                               ("used_ablation_onset", "ablation cost"), ("used_patching_onset", "patching")):
