@@ -18,10 +18,11 @@ equal to TransformerLens's own `cache.stack_head_results(apply_ln=True)` project
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import pandas as pd
-import torch
 from jaxtyping import Float, Int
-from torch import Tensor, nn
 
 from interp.analysis.common import across_of, no_grad
 from interp.analysis.findings import Rows
@@ -30,6 +31,12 @@ from interp.errors import InterpError
 from interp.runs import Run
 from interp.seeding import torch_generator
 
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    import torch
+    from torch import Tensor, nn
+
 DEFAULTS = {"n_examples": 10_000}
 CHUNK = 1024
 COLUMNS = ("step", "component", "kind", "layer", "head", "attribution", "attribution_std", "n_examples")
@@ -37,6 +44,8 @@ COLUMNS = ("step", "component", "kind", "layer", "head", "attribution", "attribu
 
 def examples(task, n_examples: int, seed: int) -> Int[Tensor, " n"]:
     """Every example when D <= n_examples, else a seeded sample of n_examples (sorted)."""
+    import torch
+
     if n_examples >= task.size:
         return torch.arange(task.size)
     gen = torch_generator(seed, "reference")
@@ -46,6 +55,8 @@ def examples(task, n_examples: int, seed: int) -> Int[Tensor, " n"]:
 def directions(model: nn.Module, task, idx: Int[Tensor, " n"]) -> tuple[Float[Tensor, "n d"], Float[Tensor, " n"]]:
     """Per example, d = W_U[:, c*] - mean over the other candidates of W_U[:, c_j], and the bias terms'
     contribution b_ln . d + b_U[c*] - mean_j b_U[c_j]."""
+    import torch
+
     cands = task.candidates(idx)[:, :, 0]  # [n, K] first characters
     correct = task.selector_id[idx]
     k = task.k
@@ -64,6 +75,8 @@ def directions(model: nn.Module, task, idx: Int[Tensor, " n"]) -> tuple[Float[Te
 def per_example(model: nn.Module, task, idx: Int[Tensor, " n"]) -> dict[str, Tensor]:
     """Each component's attribution for each example ("embed", per layer "attn_bias", "heads" [n, layers, heads],
     "mlp"), the bias terms, and the model's own logit difference, all [n, ...] float64."""
+    import torch
+
     if model.cfg.normalization_type != "LN":
         raise InterpError(f"direct logit attribution here reads a LayerNorm's frozen scale; normalization_type "
                           f"{model.cfg.normalization_type!r} is not supported")

@@ -19,20 +19,24 @@ the same activations.
 from __future__ import annotations
 
 import math
+import sys
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
 from jaxtyping import Float, Int
-from torch import Tensor, nn
 
 from interp.analysis.common import across_of, group_examples, no_grad, probe_groups
 from interp.analysis.findings import Rows
 from interp.analysis.probes import base_split
 from interp.analysis.registry import Analysis, N_GROUPS
-from interp.analysis.representations import decision_residuals, resid_hooks, site_names
 from interp.errors import InterpError
-from interp.metrics import candidate_nll
 from interp.runs import Run
+
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    import torch
+    from torch import Tensor, nn
 
 DEFAULTS = {"n_groups": 64}
 USED_MARGIN = 0.05  # nats below log K the clean loss must be for a share of its use of z to be defined
@@ -41,6 +45,7 @@ COLUMNS = ("step", "layer", "site", "loss_clean", "loss_erased", "delta", "used_
 
 def eraser(x: Float[Tensor, "n d"], labels: Int[Tensor, " n"], k: int):
     """A LEACE eraser of the selector (one-hot of `labels`) fitted on `x` (float64)."""
+    import torch
     from concept_erasure import LeaceEraser
 
     z = torch.nn.functional.one_hot(labels, k).double()
@@ -49,6 +54,9 @@ def eraser(x: Float[Tensor, "n d"], labels: Int[Tensor, " n"], k: int):
 
 def candidate_first_loss(logits: Float[Tensor, "n vocab"], cand_first: Int[Tensor, "n k"],
                          correct: Int[Tensor, " n"]) -> Float[Tensor, " n"]:
+    """The first-token candidate loss of each example from its decision-position logits."""
+    from interp.metrics import candidate_nll
+
     return candidate_nll(logits.double().gather(1, cand_first), correct)
 
 
@@ -57,6 +65,8 @@ def patched_losses(model: nn.Module, task, idx: Int[Tensor, " n"], site: int, va
                    ) -> Float[Tensor, " n"]:
     """The first-token candidate loss of the examples `idx` with the residual stream at the decision position of
     site `site` (0: the embeddings, l + 1: after block l) replaced by `values`."""
+    from interp.analysis.representations import resid_hooks
+
     dec = task.layout.decision_pos
     device = next(model.parameters()).device
     hook = resid_hooks(model.cfg.n_layers)[site]
@@ -75,6 +85,10 @@ def patched_losses(model: nn.Module, task, idx: Int[Tensor, " n"], site: int, va
 def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: int | None = DEFAULTS["n_groups"],
             device: str = "cpu") -> pd.DataFrame:
     """LEACE at every site at `step` (module docstring): one row per site (COLUMNS)."""
+    import torch
+    
+    from interp.analysis.representations import decision_residuals, site_names
+
     task = run.task
     if not (task.has_candidates and task.has_selector):
         raise InterpError(f"erasing z and reading the candidate loss needs a direction whose output is A and a "

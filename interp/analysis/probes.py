@@ -21,19 +21,25 @@ head's carried and used onsets.
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import pandas as pd
-import torch
 from jaxtyping import Bool, Float, Int
-from torch import Tensor, nn
 
 from interp.analysis.common import across_of, group_examples, probe_groups
 from interp.analysis.findings import Rows, lead
 from interp.analysis.registry import Analysis, N_GROUPS
-from interp.analysis.representations import decision_residuals, site_names
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.seeding import torch_generator
 from interp.transition import ONSET_M, onset
+
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    import torch
+    from torch import Tensor, nn
 
 DEFAULTS = {"n_groups": 64, "c": 0.1}  # the probe of representations, lens and sensitivity: one forward for all
 HELD_OUT = 0.2  # the share of the probe's bases the probe is scored on
@@ -45,6 +51,8 @@ COLUMNS = ("step", "layer", "site", "accuracy", "cross_entropy", "train_accuracy
 
 def base_split(n_groups: int, seed: int) -> Bool[Tensor, " g"]:
     """Which of the probe's groups (bases) are held out: a seeded 20% (at least one, and one left to train on)."""
+    import torch
+
     if n_groups < 2:
         raise InterpError(f"a probe scored on held-out bases needs at least 2 bases, got {n_groups}")
     n_test = min(n_groups - 1, max(1, round(HELD_OUT * n_groups)))
@@ -56,6 +64,8 @@ def base_split(n_groups: int, seed: int) -> Bool[Tensor, " g"]:
 
 def control_labels(labels: Int[Tensor, " n"], group: Int[Tensor, " n"], k: int, seed: int) -> Int[Tensor, " n"]:
     """The control task: each base's selector labels through a fixed random permutation of its own."""
+    import torch
+
     gen = torch_generator(seed, "probes")
     n_groups = int(group.max()) + 1
     perms = torch.argsort(torch.rand(n_groups, k, generator=gen), dim=1)
@@ -67,6 +77,8 @@ def fit_logistic(x: Float[Tensor, "site n d"], y: Int[Tensor, "*site n"], k: int
     """Multinomial logistic regression of `y` (0..k-1; one label per example, or one row of labels per site) on
     every site's features at once (float32, L-BFGS): minimises, per site, c * the sum of the cross-entropies +
     ||W||^2 / 2, the intercept unpenalised (the sites' problems are independent: one joint minimum is all of theirs)."""
+    import torch
+
     x = x.float()
     s, n, d = x.shape
     w = torch.zeros(s, d, k, dtype=torch.float32, requires_grad=True)
@@ -91,6 +103,8 @@ def fit_logistic(x: Float[Tensor, "site n d"], y: Int[Tensor, "*site n"], k: int
 def score(w: Float[Tensor, "site d k"], b: Float[Tensor, "site k"], x: Float[Tensor, "site n d"],
           y: Int[Tensor, " n"]) -> tuple[Float[Tensor, " site"], Float[Tensor, " site"]]:
     """(accuracy, mean cross-entropy in nats) of each site's probe on (x, y)."""
+    import torch
+
     logits = torch.baddbmm(b.unsqueeze(1), x.double(), w)
     s, n, k = logits.shape
     ce = torch.nn.functional.cross_entropy(logits.reshape(s * n, k), y.view(1, n).expand(s, n).reshape(-1),
@@ -101,6 +115,8 @@ def score(w: Float[Tensor, "site d k"], b: Float[Tensor, "site k"], x: Float[Ten
 def standardise(train: Float[Tensor, "site n d"], *others: Float[Tensor, "site m d"]) -> list[Tensor]:
     """Features centred and scaled by the training examples' mean and spread per site and dimension (a constant
     dimension, as the embeddings at the decision position are, is left at 0)."""
+    import torch
+
     train = train.double()
     mean, std = train.mean(1, keepdim=True), train.std(1, keepdim=True)
     std = torch.where(std > 1e-12, std, torch.ones_like(std))
@@ -111,6 +127,8 @@ def probe_sites(resid: Float[Tensor, "site n d"], labels: Int[Tensor, " n"], gro
                 held: Bool[Tensor, " g"], k: int, seed: int, c: float = 1.0) -> dict[str, Tensor]:
     """The probe and its control at every site: per-site accuracy, cross_entropy, train_accuracy,
     control_accuracy (held-out bases), as float64 tensors [site]."""
+    import torch
+
     test = held[group]
     x_train, x_test = standardise(resid[:, ~test], resid[:, test])
     control = control_labels(labels, group, k, seed)
@@ -136,6 +154,10 @@ def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: in
             c: float = DEFAULTS["c"], device: str = "cpu") -> pd.DataFrame:
     """The selector probe at `step` at every site (module docstring), over a seeded probe of `n_groups` whole
     groups (all when None or more): one row per site with the columns of COLUMNS."""
+    import torch
+
+    from interp.analysis.representations import decision_residuals, site_names
+
     task = run.task
     if not task.has_selector:
         raise InterpError(f"direction {task.spec.direction!r} has no selector to probe for")

@@ -16,18 +16,24 @@ base of the task (docs/analyses.md, "Unembedding geometry"; SPEC 12, the author'
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import pandas as pd
-import torch
 from jaxtyping import Float, Int
-from torch import Tensor, nn
 
 from interp.analysis.common import across_of
 from interp.analysis.findings import Rows
 from interp.analysis.registry import Analysis
-from interp.analysis.spectra import effective_rank
 from interp.errors import InterpError
 from interp.runs import Run
 from interp.spec import FIRST_CHAR_ID
+
+# torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
+# where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
+if TYPE_CHECKING or "torch" in sys.modules:
+    import torch
+    from torch import Tensor, nn
 
 DEFAULTS: dict = {}
 COLUMNS = ("step", "cos_to_centroid", "within_cos", "centroid_to_mean_cos", "effective_rank", "selector_alignment",
@@ -42,6 +48,10 @@ def geometry(w_u: Float[Tensor, "d vocab"], w_e: Float[Tensor, "vocab d"], first
              selectors: Int[Tensor, "bases k len_z"]) -> dict[str, float]:
     """The measures of the module docstring from the weights, the candidates' first tokens per base and each
     base's selector tokens (token ids), in float64."""
+    import torch
+    
+    from interp.analysis.spectra import effective_rank
+
     w_u, w_e = w_u.double(), w_e.double()
     k = firsts.shape[1]
     if k < 2:

@@ -21,7 +21,7 @@ from interp.analysis.registry import GROUPS
 from interp.errors import InterpError
 
 # the analyses the columns read, with their default parameters (`--only circuits`); the attribution runs only when
-# asked (`--only attribution`), and its column is read where it is cached
+# asked (`--only attribution`): its column is read where it is cached, and is NaN (with no reason) where it is not
 CIRCUIT_ANALYSES = GROUPS["circuits"]
 OPTIONAL = ("attribution",)
 # column -> the findings key it holds (interp.analysis.findings)
@@ -86,8 +86,6 @@ def circuit_row(run, state: str, censored: bool) -> dict:
                   and name not in OPTIONAL]
     if unanalysed:
         reasons.append(f"not analysed: {', '.join(unanalysed)} (run: {hint})")
-    if any(name in result.missing and name not in damaged for name in OPTIONAL):
-        reasons.append(f"routing_attribution: the attribution runs only when asked ({hint} --only attribution)")
     if row["routing_head"] is not None:
         for column, label in (("carried_attn_onset", "attention to z"), ("carried_share_onset", "z-share"),
                               ("used_ablation_onset", "ablation cost"), ("used_patching_onset", "patching")):

@@ -132,7 +132,7 @@ def test_unfinished_runs_are_named_and_skipped(trained, tmp_path, capsys):
     assert isinstance(table.loc["k3-nb24-s1", "routing_head"], str)  # analysed
     # only sensitivity ran: the rest is NaN, and the reason names what was not analysed
     reason = table.loc["k3-nb24-s1", "circuits_reason"]
-    assert "not analysed: usage, ablation, groups" in reason and f"interp analyze {path})" in reason  # the folder
+    assert "not analysed: usage, probes, ablation, groups" in reason and f"interp analyze {path})" in reason  # the folder
     assert math.isnan(table.loc["k3-nb24-s1", "ablation_at_tau"])
 
 

@@ -84,7 +84,7 @@ def test_no_file_but_its_own_names_a_built_in_analysis():
         assert f'"{name}"' not in text and f"'{name}'" not in text and f"interp.analysis.{name}" not in text, name
     members = {g: [n for n, e in registry.REGISTRY.items() if g in dict(e.groups)] for g in registry.GROUPS}
     assert {g: sorted(m) for g, m in registry.GROUPS.items()} == {g: sorted(m) for g, m in members.items()}
-    assert list(registry.GROUPS) == ["diagnostics", "circuits"]
+    assert list(registry.GROUPS) == ["diagnostics", "circuits", "decoding"]
 
 
 def test_a_declaration_is_read_from_the_source_among_the_registry_names_only(tmp_path):
@@ -109,7 +109,7 @@ def test_register_adds_an_analysis_and_its_group(monkeypatch):
     monkeypatch.setattr(registry, "GROUPS", dict(registry.GROUPS))
     registry.register(registry.Analysis("extra_one", "x", "y", groups=(("circuits", 3), ("mine", 1))))
     assert list(registry.REGISTRY)[-1] == "extra_one"
-    assert registry.GROUPS["circuits"] == ("sensitivity", "usage", "ablation", "extra_one", "groups")
+    assert registry.GROUPS["circuits"] == ("sensitivity", "usage", "ablation", "extra_one", "groups", "probes")
     assert registry.GROUPS["mine"] == ("extra_one",) and list(registry.GROUPS)[-1] == "mine"
 
 
