@@ -103,9 +103,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     check_fits(spec, device)
     created = not out.exists()
     run = None
+    from interp.devices import torch_threads
+
     try:
         run = Run.create(out, spec)  # removes what it made itself if it fails or is interrupted
-        return _train(run, device, args, fresh=created)
+        with torch_threads(args.threads):
+            return _train(run, device, args, fresh=created)
     except BaseException:  # Ctrl-C or an error before the first checkpoint leaves no folder behind
         if created and run is not None and _unstarted(run):
             from interp.train import remove_unstarted
@@ -127,7 +130,13 @@ def _resume(out: Path, overrides: dict, args: argparse.Namespace) -> int:
 
     device = check_device(args.device)
     run, state = prepare_resume(out, overrides, device)
-    return _train(run, device, args, resume=state)
+    from interp.run_segments import recorded_threads
+
+    # the threads it was trained with, as recorded (bit-exact); --threads changes them (and the resume says so)
+    from interp.devices import torch_threads
+
+    with torch_threads(args.threads or recorded_threads(run.info)):  # given back after (the caller may be a script)
+        return _train(run, device, args, resume=state)
 
 
 def _train(run, device: str, args: argparse.Namespace, fresh: bool = False, resume=None) -> int:
@@ -312,7 +321,7 @@ def _typed(option):
 def build_parser() -> argparse.ArgumentParser:
     from interp.presets import PRESETS
 
-    from interp.cli_sweep import path_arg  # every path: an empty or blank one is refused, never the current folder
+    from interp.cli_sweep import _positive_int, path_arg  # every path: an empty or blank one is refused
     from interp.cli_track import add_track_flag
 
     parser = _Parser(prog="interp", description="Training dynamics of the disambiguation task.")
@@ -322,6 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", choices=list(PRESETS), help=f"named configuration (default: {DEFAULT_PRESET})")
     p.add_argument("--out", type=path_arg("--out"), help="run folder to create (default: checkpoints/PRESET)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--threads", type=_positive_int, help="torch threads (default: a resume's are the ones its run "
+                                                         "was trained with, as recorded; a new run's torch's own)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_track_flag(p)

@@ -122,11 +122,14 @@ def cmd_fork(args: argparse.Namespace) -> int:
                                gamma_window=window if args.gamma_window is not None else window[1],
                                settings=settings, device=device, escape=criterion, relapse=relapse)
     n = len(family.points())
+    from interp.cli_sweep import rerun_executor
+
+    workers, threads, keep = rerun_executor(family, args)
     print(f"fork family {family.path}: {n} forks of {parent.path} ({args.backend}"
-          + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
-    outcome = family.train(backend=args.backend, workers=args.workers, threads=args.threads_per_run, device=device,
+          + (f", {workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
+    outcome = family.train(backend=args.backend, workers=workers, threads=threads, device=device,
                            address=args.address, cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
-                           progress=not args.quiet, sink=tracker_of(args, family.path.name))
+                           progress=not args.quiet, sink=tracker_of(args, family.path.name), keep_threads=keep)
     code = _status(family, args.json, held_ok=True)
     from interp.collections.training import held_note
 

@@ -129,11 +129,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for _, point, _ in sweep.points():
             check_precision(point.train.precision, device)
     n = len(sweep.points())
+    workers, threads, keep = rerun_executor(sweep, args)
     print(f"sweep {sweep.path}: {n} runs ({args.backend}"
-          + (f", {args.workers} workers" if args.backend == "local" else "") + ")", file=sys.stderr)
-    outcome = train_sweep(sweep, backend=args.backend, workers=args.workers, threads=args.threads_per_run,
+          + (f", {workers} workers" if args.backend == "local" else "")
+          + (f"; runs trained before resume with their own threads ({threads} each)" if keep and threads else "")
+          + ")", file=sys.stderr)
+    outcome = train_sweep(sweep, backend=args.backend, workers=workers, threads=threads,
                           device=device, address=args.address, cpus_per_run=args.cpus_per_run,
-                          gpus_per_run=args.gpus_per_run, progress=not args.quiet, sink=tracker_of(args, sweep.path.name))
+                          gpus_per_run=args.gpus_per_run, progress=not args.quiet, sink=tracker_of(args, sweep.path.name),
+                          keep_threads=keep)
     final = sweep.final_states(outcome)
     states = [state for state, _ in final.values()]
     done, failed, damaged, running = (states.count(s) for s in ("done", "failed", "damaged", "running"))
@@ -186,6 +190,20 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 EXECUTOR_FLAGS = ("backend", "workers", "threads_per_run", "address", "cpus_per_run", "gpus_per_run")
 
 
+def rerun_executor(collection, args: argparse.Namespace) -> tuple[int, int | None, bool]:
+    """(workers, threads per run, whether runs trained before keep their own threads) for training `collection`:
+    without --workers and --threads-per-run, its unfinished runs resume with the threads they were trained with and
+    as many workers as the cores hold at that many (`interp.collections.training.resume_workers`), so a killed
+    sweep run again gives the uncut sweep's weights; a flag that sets either applies to every run (and a run
+    continued with other threads says that it is not bit-exact)."""
+    if args.workers is None and args.threads_per_run is None and args.backend == "local":
+        from interp.collections.training import resume_workers
+
+        workers, threads = resume_workers(collection)
+        return workers or 1, threads, True
+    return args.workers or 1, args.threads_per_run, False
+
+
 def add_executor_flags(p: argparse._ActionsContainer, verb: str, defaults: bool = True, what: str = "run") -> None:
     """Where a collection's runs (`what`: "run", or "fork") are trained or analysed: --backend, --workers,
     --threads-per-run, --address, --cpus-per-run, --gpus-per-run. Without `defaults` each is None unless
@@ -196,9 +214,11 @@ def add_executor_flags(p: argparse._ActionsContainer, verb: str, defaults: bool 
         return value if defaults else None
 
     p.add_argument("--backend", default=d("local"), choices=list(BACKENDS), help=f"where {what}s {verb} (default: local)")
-    p.add_argument("--workers", type=_positive_int, default=d(1), help="local processes (default: 1)")
+    p.add_argument("--workers", type=_positive_int,
+                   help="local processes (default: 1; a folder run again: as many as its runs were trained with)")
     p.add_argument("--threads-per-run", type=_positive_int,
-                   help=f"torch threads of each {what} (default: cores / workers; results depend on it on the CPU)")
+                   help=f"torch threads of each {what} (default: cores / workers, and a {what} trained before resumes "
+                        f"with its own, as recorded: results depend on it on the CPU)")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
     p.add_argument("--cpus-per-run", type=_per_run("cpus", "> 0"), default=d(1.0),
                    help=f"Ray: CPUs per {what} (default: 1)")

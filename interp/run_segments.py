@@ -132,3 +132,11 @@ def describe(segment: dict) -> str:
     threads = segment.get("threads")
     return (f"from step {segment.get('from_step', 0)}: {versions or 'versions not recorded'}; "
             f"{threads if threads is not None else '?'} threads on {where}, {cpu}")
+
+
+def recorded_threads(info: dict) -> int | None:
+    """The torch threads the run's last training segment ran with (None: not recorded): what a resume uses by
+    default, so that it continues bit-exactly."""
+    segs = segments(info)
+    threads = segs[-1].get("threads") if segs else None
+    return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else None

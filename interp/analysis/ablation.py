@@ -424,7 +424,7 @@ def findings(run: Run, tables: dict, t: int | None, found: dict) -> dict:
     method = "zero" if "zero" in methods else methods[0]
     rows = abl[(abl["component"] == found["routing_head"]) & (abl["method"] == method)]
     out: dict = {"ablation_method": method, "ablation_methods": methods}
-    for label in ("pre", "mid", "post"):
+    for label in ("pre", "mid", "post", "last"):  # "last": the run's last step, read where 2 tau lies beyond it
         hit = rows[rows["label"].astype(str).str.split("/").apply(lambda parts: label in parts)] \
             if "label" in rows else rows.iloc[0:0]
         if not hit.empty:
@@ -438,6 +438,6 @@ def rows(f: dict, tables: dict) -> Rows:
     if "ablation_method" not in f:
         return []
     parts = [f"{lab} (step {f[f'ablation_{lab}_step']}) {f[f'ablation_{lab}_delta_loss_cand']:+.3f}"
-             for lab in ("pre", "mid", "post") if f"ablation_{lab}_step" in f]
+             for lab in ("pre", "mid", "post", "last") if f"ablation_{lab}_step" in f]
     return [(f"{f['ablation_method']}-ablating {f['routing_head']}",
              "candidate loss change, nats: " + ("; ".join(parts) or "no step") + f" (log K = {f['log_k']:.3f})")]

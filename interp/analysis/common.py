@@ -142,7 +142,7 @@ def far_note(label: str, target: int | float, step: int, t: int | float) -> str:
 
 
 def select_steps(run: Run, steps: int | str | Iterable | None = None,
-                 notes: list[str] | None = None) -> list[tuple[int, str]]:
+                 notes: list[str] | None = None, defaults: bool = False) -> list[tuple[int, str]]:
     """Resolve a step request to (saved step, label) pairs.
 
     None or "all": every saved step; "from:X" every saved step from X on (X a step or
@@ -154,14 +154,17 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
     run's last checkpoint, or whose nearest saved step is more than STEP_SLACK tau from it, is
     left out (never snapped back onto the last step, nor onto a far one) and, given `notes`, a
     sentence saying so is appended to it; each saved step appears at most once. When every
-    requested step is left out, the InterpError says why for each.
+    requested step is left out, the InterpError says why for each. With `defaults` (an analysis's own default steps,
+    not a user's request), a relative step beyond the run is read at the run's last step instead, labelled "last", and
+    the transition's fractions of tau beyond it are left out without a note: a run that stops before 2 tau (the
+    shipped demo) is analysed at what it has, silently.
     """
     notes = [] if notes is None else notes
     available = saved_steps(run)
     if steps is None or steps == "all":
         return [(s, "") for s in available]
     if steps == "transition":
-        return transition_steps(run, notes)
+        return transition_steps(run, None if defaults else notes)
     if isinstance(steps, str) and steps.startswith("from:"):  # every saved step from one on
         ((first, _),) = select_steps(run, [steps[len("from:"):]])
         return [(s, "") for s in available if s >= first]
@@ -183,6 +186,9 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
                     f"0.5 log K; give explicit steps instead"
                 )
             target = RELATIVE_STEPS[item] * t
+            if target > available[-1] and defaults:
+                out.append((available[-1], "last"))
+                continue
             if target > available[-1]:
                 notes.append(beyond_note(item, target, available[-1]))
                 continue
@@ -288,7 +294,8 @@ def over_steps(
     """Concatenate `compute(step, label)` over the requested steps (see `select_steps`; None:
     the analysis's default steps, or every saved step for one that is not registered), each
     table on its own when `compute` gives {table: DataFrame}."""
-    chosen = select_steps(run, default_steps(analysis, steps) if analysis in registry.REGISTRY else steps)
+    chosen = select_steps(run, default_steps(analysis, steps) if analysis in registry.REGISTRY else steps,
+                          defaults=steps is None)
     parts = [compute(s, label) for s, label in steps_progress(chosen, analysis, progress)]
     if parts and isinstance(parts[0], dict):  # an analysis of several tables: each concatenated
         return {name: pd.concat([p[name] for p in parts], ignore_index=True) for name in parts[0]}

@@ -172,7 +172,8 @@ def run_suite(
     dropped: list[str] = []
     for entry in list(entries):
         try:
-            plans[entry.name] = select_steps(run, steps if steps is not None else entry.steps, notes=result.notes)
+            plans[entry.name] = select_steps(run, steps if steps is not None else entry.steps, notes=result.notes,
+                                             defaults=steps is None)
         except InterpError as exc:  # its own default steps (e.g. pre, mid) none near a checkpoint: the others go on
             if steps is not None or len(dropped) + 1 == len(names):
                 raise

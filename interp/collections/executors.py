@@ -38,7 +38,7 @@ def default_threads(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
-def check_options(backend: str, workers: int = 1, threads: int | None = None, cpus_per_run: int | float = 1,
+def check_options(backend: str, workers: int | None = 1, threads: int | None = None, cpus_per_run: int | float = 1,
                   gpus_per_run: int | float = 0) -> None:
     """Refuse bad executor settings in one line, before anything is written or started."""
     if backend not in BACKENDS:

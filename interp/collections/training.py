@@ -82,7 +82,7 @@ def train_point(folder: str, job: dict, device: str = "cpu", threads: int | None
     pool of one) the caller's torch thread count is given back afterwards (`interp.devices.torch_threads`)."""
     from interp.devices import torch_threads
 
-    with torch_threads(threads):
+    with torch_threads(job.get("threads") or threads):  # a resumed run's own, as recorded (`resume_threads`)
         return _train_point(folder, job, device, resubmitted)
 
 
@@ -119,6 +119,38 @@ def _train_point(folder: str, job: dict, device: str, resubmitted: bool) -> dict
     return result
 
 
+def resume_threads(folder: Path) -> int | None:
+    """The torch threads the run at `folder` was last trained with, as its run.json records them (None: no run there,
+    never trained, or not recorded). Read without torch."""
+    import json
+
+    from interp.run_segments import recorded_threads
+    from interp.runs import RUN_FILE
+
+    try:
+        info = json.loads((Path(folder) / RUN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not (info.get("segments") or info.get("training")):
+        return None
+    return recorded_threads(info)
+
+
+def resume_workers(collection) -> tuple[int | None, int | None]:
+    """(workers, threads) a re-run of `collection` resumes its unfinished runs with when none is given: the threads
+    their runs were trained with (the fewest recorded) and as many workers as the cores hold at that many threads
+    each, e.g. 2 workers of 1 thread on 2 cores, as the sweep ran; (None, None) when no unfinished run recorded any."""
+    import os
+
+    states = collection.states()
+    recorded = [t for name, _, _ in collection.points() if states[name].state not in ("done", "damaged")
+                for t in [resume_threads(collection.path / name)] if t]
+    if not recorded:
+        return None, None
+    threads = min(recorded)
+    return max(1, (os.cpu_count() or 1) // threads), threads
+
+
 def train_points(
     collection,
     backend: str = "local",
@@ -132,6 +164,7 @@ def train_points(
     create: bool = True,
     stepper=None,
     sink=None,
+    keep_threads: bool = False,
 ):
     """Train every point of `collection` (a Sweep or a ForkFamily) that is not done yet, on
     `backend` ("local": a pool of `workers` processes with `threads` torch threads each; "ray":
@@ -143,7 +176,9 @@ def train_points(
     calling script again: call this under `if __name__ == "__main__":`. `create=False` (a fork
     family) never makes a missing run folder: its point is reported damaged. `stepper`: the
     stepper factory every point trains with (`interp.train.train`; a fork family's arms); `sink`: the sink
-    factory each is handed (`interp.sinks`; it travels to the workers, so it pickles)."""
+    factory each is handed (`interp.sinks`; it travels to the workers, so it pickles). With `keep_threads`, each run
+    that was trained before resumes with the torch threads it was trained with, as recorded in its run.json (a re-run
+    of the folder: bit-exact), whatever `threads` says for the new ones."""
     from tqdm.auto import tqdm
 
     from interp.collections.states import busy_message
@@ -159,8 +194,10 @@ def train_points(
         elif state.state == "running":
             skipped.append(result_of(name, "running", busy_message(collection.path / name)))
         elif state.state != "done":
+            own = resume_threads(collection.path / name) if keep_threads else None
             todo.append(Job(train_point, str(collection.path / name),
-                            {"spec": spec.to_dict(), "create": create, "stepper": stepper, "sink": sink}))
+                            {"spec": spec.to_dict(), "create": create, "stepper": stepper, "sink": sink,
+                             "threads": own}))
     bar = tqdm(total=len(points), initial=len(points) - len(todo) - len(skipped), desc=f"sweep {collection.name}",
                unit="run", disable=not progress, dynamic_ncols=True)
     failures = []

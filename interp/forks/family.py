@@ -294,9 +294,10 @@ class ForkFamily(Collection):
 
     def train(self, backend: str = "local", workers: int = 1, threads: int | None = None, device: str = "cpu",
               address: str | None = None, cpus_per_run: int | float = 1, gpus_per_run: int | float = 0,
-              progress: bool = True, sink=None):
+              progress: bool = True, sink=None, keep_threads: bool = False):
         """Make the missing forks, then train every unfinished one (`train_points`; `sink`: the sink factory
-        each is handed, `interp.sinks`); returns its Outcome."""
+        each is handed, `interp.sinks`; `keep_threads`: forks trained before resume with their own threads);
+        returns its Outcome."""
         from interp.collections.executors import check_options
         from interp.collections.training import train_points
         from interp.forks.arm_steps import fork_stepper
@@ -306,7 +307,7 @@ class ForkFamily(Collection):
         self.prepare(progress)
         return train_points(self, backend=backend, workers=workers, threads=threads, device=device, address=address,
                             cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run, progress=progress, create=False,
-                            stepper=fork_stepper, sink=sink)
+                            stepper=fork_stepper, sink=sink, keep_threads=keep_threads)
 
     # ------------------------------------------------------------------ the table
     def table(self, circuits: bool = False, escape=None, gamma_window=None):

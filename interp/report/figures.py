@@ -100,7 +100,7 @@ def attention_evolution(c):
 
 @section("ablation", "ablation", "Head ablation before, at and after τ",
          "Change in candidate loss (nats) when one head's output is zero-ablated at every position, at τ/4, τ and 2τ (snapped "
-         "to saved checkpoints; a step beyond the run is left out and named below the figure). A routing head costs little "
+         "to saved checkpoints; where 2τ lies beyond the run, its last step instead, labelled last). A routing head costs little "
          "before the transition and a lot after. Mean and resample ablation are in the same table (`interp analyze --only "
          "ablation --json`).")
 def ablation(c):

@@ -172,7 +172,13 @@ def summary(run: Run, c: Context) -> list[tuple[str, str]]:
     rows = run_rows(run_summary(run))
     rows.insert(2, ("model", f"{spec.model.n_layers} layers x {spec.model.n_heads} heads, d_model {spec.model.d_model}"))
     story = story_row(c.findings)
-    return rows + ([story] if story else []) + summary_rows(c.findings, c.tables)
+    found = [r for r in summary_rows(c.findings, c.tables) if r[0] not in DRAWN_BELOW]
+    return rows + ([story] if story else []) + found
+
+
+# findings rows the report leaves out of its summary (`interp analyze` prints them): the order-of-events row says the
+# decodable onset, and the figures below draw the rest, so the summary still fits above the timeline on one screen
+DRAWN_BELOW = ("z decodable", "erasure", "unembedding", "logit attribution")
 
 
 def story_row(f: dict) -> tuple[str, str] | None:
@@ -217,7 +223,7 @@ def plan(run: Run, cache: bool = True) -> str:
         if entry.needs_tau and t is None:
             continue
         try:
-            chosen = [s for s, _ in select_steps(run, entry.steps, notes=[])]
+            chosen = [s for s, _ in select_steps(run, entry.steps, notes=[], defaults=True)]
         except InterpError:
             continue
         names.append(name)

@@ -159,5 +159,5 @@ def test_every_default_analysis_runs_at_its_default_steps(name, scratch, capsys)
     from interp.analysis.common import select_steps
     from interp.runs import Run
 
-    expected = {s for s, _ in select_steps(Run.open("checkpoints/demo"), entry.steps)}
+    expected = {s for s, _ in select_steps(Run.open("checkpoints/demo"), entry.steps, defaults=True)}
     assert {row["step"] for row in blob["tables"][entry.table_names[0]]} == expected

@@ -15,11 +15,11 @@ from tests.helpers import FIGURE_DIV, figures, js_errors, layout, render, small_
 from interp.report import write_report, write_timeline
 
 SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False)
-SECTIONS = ("timeline", "loss", "shuffle", "dissipation", "sensitivity", "attn_to_z", "segments", "attention",
-            "group_hist", "group_share", "ablation", "patching", "usage", "trajectory", "spectra", "representations",
-            "lens")
+SECTIONS = ("timeline", "loss", "shuffle", "dissipation", "sensitivity", "attn_to_z", "segments", "attention", "probes",
+            "erasure", "unembed_geometry", "group_hist", "group_share", "ablation", "patching", "usage", "trajectory",
+            "spectra", "representations", "lens")
 # computed only when asked: the command is shown (the edges' two sections first: their analysis is ordered before)
-GEOMETRY = ("edges", "edges_graph", "hessian", "anisotropy", "escape", "llc", "gradients", "updates")
+GEOMETRY = ("attribution", "edges", "edges_graph", "hessian", "anisotropy", "escape", "llc", "gradients", "updates")
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,8 @@ def test_report_header_counts_drawn_figures_only(report):
     text = report.read_text()
     meta = text[text.index('<p class="meta">'):].split("</p>", 1)[0]
     # the geometry placeholders are named apart, never counted among the figures
-    assert f" · {len(SECTIONS)} figures drawn, {len(GEOMETRY)} not computed (edges, hessian, llc, gradients, updates: " in meta
+    assert (f" · {len(SECTIONS)} figures drawn, {len(GEOMETRY)} not computed (attribution, edges, hessian, llc, gradients, "
+            f"updates: ") in meta
     assert "could not be made" not in meta and f"of {len(SECTIONS) + len(GEOMETRY)}" not in meta
 
 

@@ -56,7 +56,9 @@ CONTINUED = [
     ("same-environment", None, RESUME, []),
     ("other-cpu", _cpu("SSE9"), RESUME, [f"CPU capability SSE9 -> {HERE}", "not bit-exact", "its last segment"]),
     ("other-transformer-lens", _version("transformer-lens", "0.0.1"), RESUME, ["transformer-lens 0.0.1 -> "]),
-    ("other-threads", _edit_segments(lambda segs: segs[-1].update(threads=7)), RESUME, ["threads 7 -> 2"]),
+    # a resume takes the recorded threads by default (bit-exact); only --threads changes them, and says so
+    ("other-threads", _edit_segments(lambda segs: segs[-1].update(threads=7)), RESUME + ["--threads", "2"],
+     ["threads 7 -> 2"]),
     ("other-cpu-and-torch", lambda f: (_cpu("SSE9")(f), _version("torch", "1.0")(f)), RESUME,
      ["torch 1.0 -> ", f"CPU capability SSE9 -> {HERE}"]),
     # a run made before segments were recorded: its versions and threads are its segment (its CPU never compared)
@@ -124,6 +126,51 @@ def test_a_fresh_runs_resume_is_bit_exact_on_any_machine(tiny_run, tmp_path, cap
     code, _, err = run_main(["train", "--resume", "--out", str(out), "--steps", "30", "--quiet"], capsys)
     assert code == 0 and "not bit-exact" not in err, err
     assert Run.open(out).checkpoint_hashes() == Run.open(tiny_run()).checkpoint_hashes()
+
+
+def test_a_resume_takes_the_threads_the_run_was_trained_with(tiny_run, tmp_path, capsys):
+    """Trained at 1 thread, resumed without saying: it continues at 1 thread (recorded), bit-exactly; resumed with
+    --threads 2, it says it is not bit-exact (issue 54: 5)."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        whole, cut = tmp_path / "whole", tmp_path / "cut"
+        assert run_main(["train", "--out", str(whole), "--steps", "30", "--threads", "1", *TINY_FLAGS], capsys)[0] == 0
+        assert run_main(["train", "--out", str(cut), "--steps", "20", "--threads", "1", *TINY_FLAGS], capsys)[0] == 0
+        torch.set_num_threads(2)
+        code, _, err = run_main(["train", "--resume", "--out", str(cut), "--steps", "30", "--quiet"], capsys)
+        assert code == 0 and "not bit-exact" not in err, err
+        assert Run.open(cut).checkpoint_hashes() == Run.open(whole).checkpoint_hashes()
+        assert {s["threads"] for s in Run.open(cut).info["segments"]} == {1}
+        code, _, err = run_main(["train", "--resume", "--out", str(cut), "--steps", "40", "--threads", "2",
+                                 "--quiet"], capsys)
+        assert code == 0 and "threads 1 -> 2" in err and "not bit-exact" in err, err
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_rerun_of_a_folder_resumes_with_its_runs_threads_and_workers(tmp_path):
+    """The executor a re-run takes without flags: the threads the unfinished runs were trained with, and as many
+    workers as the cores hold at that many each; flags given apply to every run."""
+    import argparse
+    import os
+
+    from interp.cli_sweep import rerun_executor
+    from interp.devices import torch_threads
+    from interp.sweeps.sweep import Sweep, SweepSpec
+    from interp.train import train
+    from tests.helpers import small_spec
+
+    sweep = Sweep.create(tmp_path / "s", SweepSpec(base=small_spec(steps=30), grid=(("seed", (0, 1)),)))
+    for name, spec, _ in sweep.points():  # both trained at 1 thread, then cut short (interrupted)
+        run = Run.create(sweep.path / name, spec)
+        with torch_threads(1):
+            train(run, progress=False, stop_at=10)
+        run.release()
+    args = argparse.Namespace(workers=None, threads_per_run=None, backend="local")
+    assert rerun_executor(sweep, args) == (max(1, (os.cpu_count() or 1) // 1), 1, True)
+    assert rerun_executor(sweep, argparse.Namespace(workers=1, threads_per_run=None, backend="local")) == (1, None, False)
 
 
 def _demo_environment() -> str | None:

@@ -129,8 +129,11 @@ def test_kill_9_of_the_sweep_then_again_finishes_without_retraining(sequential, 
     stamps = {n: {p: p.stat().st_mtime_ns for p in (out / n).rglob("*.safetensors") if p.parent.name == "checkpoints"}
               for n in done_before}
     time.sleep(1.0)  # the killed workers die with their parent (and release their run locks)
-    again = interp_cli(*args, timeout=600)
+    # run again from the folder alone, as a user would: each run resumes with the threads (and the sweep with the
+    # workers) it was trained with, as recorded, so the result is the uncut sweep's bit for bit (issue 54: 5)
+    again = interp_cli("sweep", out, "--quiet", timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
+    assert "not bit-exact" not in again.stderr and "2 workers" in again.stderr, again.stderr[-2000:]
     for name in done_before:  # no finished run was trained again
         assert {p: p.stat().st_mtime_ns for p in stamps[name]} == stamps[name]
     reference = tmp_path / "uninterrupted"
