@@ -34,7 +34,6 @@ from interp.seeding import torch_generator
 # torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
 # where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
 if TYPE_CHECKING or "torch" in sys.modules:
-    import torch
     from torch import Tensor, nn
 
 DEFAULTS = {"n_examples": 10_000}

@@ -35,7 +35,6 @@ from interp.runs import Run
 # torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
 # where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
 if TYPE_CHECKING or "torch" in sys.modules:
-    import torch
     from torch import Tensor, nn
 
 DEFAULTS = {"n_groups": 64}
@@ -85,8 +84,6 @@ def patched_losses(model: nn.Module, task, idx: Int[Tensor, " n"], site: int, va
 def at_step(run: Run, step: int, *, model: nn.Module | None = None, n_groups: int | None = DEFAULTS["n_groups"],
             device: str = "cpu") -> pd.DataFrame:
     """LEACE at every site at `step` (module docstring): one row per site (COLUMNS)."""
-    import torch
-    
     from interp.analysis.representations import decision_residuals, site_names
 
     task = run.task

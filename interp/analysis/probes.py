@@ -12,10 +12,10 @@ selector (K classes, chance 1/K) is fit on the examples of 80% of the probe's ba
   held-out base's own permutation, so it sits at chance there; selectivity = accuracy - control_accuracy;
 - decodable: accuracy >= 1/K + 0.9 (1 - 1/K) and selectivity >= 0.5.
 
-The probe minimises C sum_i CE_i + ||W||^2 / 2 (no penalty on the intercept) on features standardised with the
-training examples' mean and spread: scikit-learn's `LogisticRegression(C=c)` objective (c = 0.1 by default), which its tests check it
-against. Every site's probe is fit at once, batched, by L-BFGS in float32 (its control in a second batch). The first checkpoint
-from which a site stays decodable for `ONSET_M` checkpoints is its decodable onset (`findings`), beside the routing
+The probe minimises c sum_i CE_i + ||W||^2 / 2 (no penalty on the intercept) on features standardised with the
+training examples' mean and spread: scikit-learn's `LogisticRegression(C=c)` objective (c = 0.1 by default), which
+its tests check it against. Every site's probe is fit at once, batched, by L-BFGS in float32 (its control in a second
+batch). The first checkpoint from which a site stays decodable for `ONSET_M` checkpoints is its decodable onset (`findings`), beside the routing
 head's carried and used onsets.
 """
 
@@ -38,7 +38,6 @@ from interp.transition import ONSET_M, onset
 # torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
 # where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
 if TYPE_CHECKING or "torch" in sys.modules:
-    import torch
     from torch import Tensor, nn
 
 DEFAULTS = {"n_groups": 64, "c": 0.1}  # the probe of representations, lens and sensitivity: one forward for all
@@ -127,8 +126,6 @@ def probe_sites(resid: Float[Tensor, "site n d"], labels: Int[Tensor, " n"], gro
                 held: Bool[Tensor, " g"], k: int, seed: int, c: float = 1.0) -> dict[str, Tensor]:
     """The probe and its control at every site: per-site accuracy, cross_entropy, train_accuracy,
     control_accuracy (held-out bases), as float64 tensors [site]."""
-    import torch
-
     test = held[group]
     x_train, x_test = standardise(resid[:, ~test], resid[:, test])
     control = control_labels(labels, group, k, seed)

@@ -32,7 +32,6 @@ from interp.spec import FIRST_CHAR_ID
 # torch is imported where the code computes, so that reading cached results (a report's findings) never loads it;
 # where torch is already loaded (the tests), its names are bound here for jaxtyping's runtime checks of the annotations
 if TYPE_CHECKING or "torch" in sys.modules:
-    import torch
     from torch import Tensor, nn
 
 DEFAULTS: dict = {}
@@ -49,7 +48,7 @@ def geometry(w_u: Float[Tensor, "d vocab"], w_e: Float[Tensor, "vocab d"], first
     """The measures of the module docstring from the weights, the candidates' first tokens per base and each
     base's selector tokens (token ids), in float64."""
     import torch
-    
+
     from interp.analysis.spectra import effective_rank
 
     w_u, w_e = w_u.double(), w_e.double()
