@@ -15,8 +15,8 @@ selector (K classes, chance 1/K) is fit on the examples of 80% of the probe's ba
 The probe minimises c sum_i CE_i + ||W||^2 / 2 (no penalty on the intercept) on features standardised with the
 training examples' mean and spread: scikit-learn's `LogisticRegression(C=c)` objective (c = 0.1 by default), which
 its tests check it against. Every site's probe is fit at once, batched, by L-BFGS in float32 (its control in a second
-batch). The first checkpoint from which a site stays decodable for `ONSET_M` checkpoints is its decodable onset (`findings`), beside the routing
-head's carried and used onsets.
+batch). The first checkpoint from which a site stays decodable for `ONSET_M` checkpoints is its decodable onset
+(`findings`), beside the routing head's carried and used onsets.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ def test_the_relapse_depth_design_cut_down_runs_end_to_end(tmp_path):
     script = ROOT / "analyses" / "relapse_depth.py"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     result = subprocess.run([sys.executable, str(script), str(tmp_path / "depth"), "--depths", "0,100", "--arms",
-                             "full_batch,minibatch", "--seeds", "0", "--horizon", "60", "--escape", "loss_first<3.0,hold=20", "--gamma-window", "10:50",
+                             "full_batch,minibatch", "--seeds", "0", "--horizon", "60", "--escape", "loss_first<3.0,hold=20",
+                             "--gamma-window", "10:50",
                              "--relapse-steps", "300",
                              "--workers", "1", "--out", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
                             env=env, timeout=1200)
