@@ -155,16 +155,17 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
     left out (never snapped back onto the last step, nor onto a far one) and, given `notes`, a
     sentence saying so is appended to it; each saved step appears at most once. When every
     requested step is left out, the InterpError says why for each. With `defaults` (an analysis's own default steps,
-    not a user's request), a relative step beyond the run is read at the run's last step instead, labelled "last", and
-    the transition's fractions of tau beyond it are left out without a note: a run that stops before 2 tau (the
-    shipped demo) is analysed at what it has, silently.
+    not a user's request), a relative step beyond the run is read at the run's last step instead, labelled "last",
+    where that step lies past the snap (after the transition, as 2 tau is meant to), and the transition's fractions of
+    tau beyond the run are left out without a note: a run that stops after its snap but before 2 tau (the shipped
+    demo) is analysed at what it has, silently.
     """
     notes = [] if notes is None else notes
     available = saved_steps(run)
     if steps is None or steps == "all":
         return [(s, "") for s in available]
     if steps == "transition":
-        return transition_steps(run, None if defaults else notes)
+        return transition_steps(run, notes, note_beyond=not defaults)
     if isinstance(steps, str) and steps.startswith("from:"):  # every saved step from one on
         ((first, _),) = select_steps(run, [steps[len("from:"):]])
         return [(s, "") for s in available if s >= first]
@@ -186,7 +187,7 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
                     f"0.5 log K; give explicit steps instead"
                 )
             target = RELATIVE_STEPS[item] * t
-            if target > available[-1] and defaults:
+            if target > available[-1] and defaults and snapped_by_last(run):
                 out.append((available[-1], "last"))
                 continue
             if target > available[-1]:
@@ -219,10 +220,18 @@ def select_steps(run: Run, steps: int | str | Iterable | None = None,
 TAU_FRACTIONS = (0.25, 0.5, 0.75, 0.97, 1.0, 1.5, 2.0)
 
 
-def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int, str]]:
+def snapped_by_last(run: Run) -> bool:
+    """Whether the run's last saved step lies at or after its snap (candidate loss below 0.05 log K)."""
+    from interp.transition import facts
+
+    snap = facts(run).snap_step
+    return snap is not None and snap <= saved_steps(run)[-1]
+
+
+def transition_steps(run: Run, notes: list[str] | None = None, note_beyond: bool = True) -> list[tuple[int, str]]:
     """Where per-group statistics are read: nearest saved steps to fractions of tau (those
-    within the run and within STEP_SLACK tau of a saved step; the others are named in `notes`)
-    and every saved step through the transition window."""
+    within the run and within STEP_SLACK tau of a saved step; the others are named in `notes`, those beyond the run
+    only with `note_beyond`) and every saved step through the transition window."""
     from interp.transition import facts
 
     available = saved_steps(run)
@@ -234,7 +243,7 @@ def transition_steps(run: Run, notes: list[str] | None = None) -> list[tuple[int
     chosen = {step for step, close in near.values() if close}
     beyond = [f for f in TAU_FRACTIONS if f * t > available[-1]]
     far = [f for f, (_, close) in near.items() if not close]
-    if beyond and notes is not None:  # named, never dropped silently
+    if beyond and notes is not None and note_beyond:  # named when asked for (a default's read what the run has)
         notes.append(f"transition steps at {', '.join(f'{f:g} τ' for f in beyond)} (τ = {t}) lie beyond the run "
                      f"(last step {available[-1]})")
     if far and notes is not None:

@@ -325,7 +325,7 @@ def test_across_escape_mass_and_robustness(tiny_run):
 def test_across_defaults_to_the_registry_steps(tiny_run, monkeypatch):
     """steps=None is the registry entry's steps ("transition"), not every checkpoint."""
     asked = []
-    monkeypatch.setattr(common, "select_steps", lambda run, steps: asked.append(steps) or [(1, "")])
+    monkeypatch.setattr(common, "select_steps", lambda run, steps, **kw: asked.append(steps) or [(1, "")])
     monkeypatch.setattr(hessian, "at_step", lambda run, step, **kw: {
         "hessian": pd.DataFrame({"step": [step]}), "hessian_escape": pd.DataFrame({"step": [step]})})
     assert list(hessian.across(tiny_run)["step"]) == [1]

@@ -129,7 +129,7 @@ def test_across_defaults_to_the_registry_steps(monkeypatch, tmp_path):
     """steps=None is the registry entry's steps ("transition"), not every checkpoint."""
     run = Run.create(tmp_path / "run", TINY)
     asked = []
-    monkeypatch.setattr(common, "select_steps", lambda run, steps: asked.append(steps) or [(7, "")])
+    monkeypatch.setattr(common, "select_steps", lambda run, steps, **kw: asked.append(steps) or [(7, "")])
     monkeypatch.setattr(llc, "at_step", lambda run, step, restrict, **kw: pd.DataFrame({"step": [step]}))
     assert list(llc.across(run)["step"]) == [7]
     llc.across(run, [3])
