@@ -126,6 +126,7 @@ def _steps(path: Path) -> list[int]:
     return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow  # 5-9 s of concurrent processes: the slow tier's
 def test_two_identical_family_commands_at_once_share_the_forks(tiny_run, tmp_path, capsys):
     """The second exited 2 ("already holds a run"): both made the same fork folders. Now they share the
     family as a later start does: each fork is made once and trained by one process, a fork the
@@ -297,6 +298,7 @@ def _computed(text: str) -> dict[str, int]:
     return {r["name"]: r["computed"] for r in json.loads(text)["runs"]}
 
 
+@pytest.mark.slow  # 5-9 s of concurrent processes: the slow tier's
 def test_a_run_another_process_analyses_is_skipped_then_analysed(sweep, tmp_path):
     """`analyze_sweep(wait=False)` names a run whose analysis lock another process holds and analyses the
     others; its cache is untouched. Once the lock is free, it is analysed."""
@@ -323,6 +325,7 @@ def test_a_run_another_process_analyses_is_skipped_then_analysed(sweep, tmp_path
     assert got[held.name][0] > 0 and got[other.name][0] == 0, got
 
 
+@pytest.mark.slow  # 5-9 s of concurrent processes: the slow tier's
 def test_two_analyze_sweep_at_once_compute_each_result_once(sweep, tmp_path, capsys):
     """Both computed everything (twice the work, the same results). Now a run the other process is
     analysing is waited for and read from its cache: the cache misses of both add up to one analysis."""

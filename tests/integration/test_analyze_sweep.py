@@ -45,6 +45,7 @@ def _circuits(path: Path) -> pd.DataFrame:
     return table[["run", *CIRCUIT_COLUMNS]].sort_values("run").reset_index(drop=True)
 
 
+@pytest.mark.slow  # 38 s (a sweep analysed twice); the default tier analyses sweeps in test_unfinished_runs_are_named_and_skipped
 @pytest.mark.parametrize("only", [["--only", "circuits"], pytest.param([], marks=pytest.mark.slow)],
                          ids=["circuits", "the-whole-suite"])
 def test_the_sweep_gives_each_run_the_findings_of_analyze_run_and_a_second_call_computes_nothing(

@@ -278,6 +278,7 @@ def test_numpy_arrays_are_read_only_through_the_allowlist(tmp_path):
 
 
 # ---------------------------------------------------------------------------- the round trip
+@pytest.mark.slow  # 11 s; tests/e2e/test_import_round_trip.py goes further (the analysis tables)
 def test_the_demo_exported_to_the_authors_format_imports_back_the_same(tmp_path, capsys):
     """Weights (the checkpoint files, so their hashes), spec, task and metrics log: the same after the round trip;
     the exported model.pt are plain tensors with TransformerLens 2's buffers, as the author's are."""

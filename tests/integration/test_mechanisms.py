@@ -11,7 +11,7 @@ from interp.cli import main
 from interp.mechanisms import mechanisms
 from interp.mechanisms.rules import NOT_MEASURED, ROWS
 from interp.runs import Run
-from tests.helpers import DEMO, copy_run, interp_cli
+from tests.helpers import DEMO, copy_run, run_main
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +79,8 @@ def test_a_sweep_pools_its_runs_and_fits_the_noise_axis(tmp_path):
     assert cancel["verdict"] == NOT_MEASURED and "selector_groups" in cancel["why"]
 
 
-def test_bad_input_exits_2_with_one_line(tmp_path):
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
     for args in (["mechanisms", str(tmp_path / "nowhere")], ["mechanisms", str(tmp_path)]):
-        proc = interp_cli(*args)
-        assert proc.returncode == 2, proc
-        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+        code, _, err = run_main(args, capsys)
+        assert code == 2, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -106,6 +106,7 @@ def test_bf16_is_refused_without_bfloat16_units(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not HARDWARE, reason=f"this CPU has no bfloat16 units ({FOUND})")
+@pytest.mark.slow  # 5 s: a bf16 training subprocess; both branches are faked in tests/unit/test_precision_hardware.py
 def test_bf16_is_accepted_with_bfloat16_units(tmp_path):
     """The counterpart of the refusal above, on a CPU that has the units (avx512_bf16 / amx_bf16): no emulation
     asked for, the CLI trains in bf16 and records it."""

@@ -19,7 +19,7 @@ from interp.cli import main
 from interp.errors import InterpError
 from interp.runs import METRICS_FILE, RESUME_FILE, RUN_FILE, Run
 from interp.train import train
-from tests.helpers import TINY_FLAGS, copy_run, interp_cli, small_spec, snapshot
+from tests.helpers import TINY_FLAGS, copy_run, interp_cli, run_main, small_spec, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -121,11 +121,15 @@ def test_a_diverging_run_stops_at_the_nan_and_names_the_step(tmp_path):
     (["--batch-size", "1000000000000"], "GiB to train"),
     (["--d-model", "1000000000"], "GiB to train"),
 ])
-def test_impossible_training_is_one_line_and_leaves_no_folder(tmp_path, args, fragment):
+def test_impossible_training_is_one_line_and_leaves_no_folder(tmp_path, args, fragment, capsys, monkeypatch):
     out = tmp_path / "r"
-    # with the GPUs hidden, so that "no CUDA GPU" is what a CPU-only machine sees, here too
-    _one_line(interp_cli("train", "--out", out, *TINY_FLAGS, "--steps", "3", *args, env={"CUDA_VISIBLE_DEVICES": ""}),
-              fragment)
+    # with the GPUs hidden, so that "no CUDA GPU" is what a CPU-only machine sees, here too (in this process: the
+    # command's own main, as its subprocess would run it, without the second of starting one)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    code, text, err = run_main(["train", "--out", str(out), *TINY_FLAGS, "--steps", "3", *args], capsys)
+    assert code == 2 and not text and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert fragment in err
     assert not out.exists()
     assert main(["train", "--out", str(out), *TINY_FLAGS, "--steps", "3"]) == 0  # the corrected command works
 

@@ -17,7 +17,7 @@ from interp.errors import InterpError
 from interp.presets import preset
 from interp.runs import Run
 from interp.sweeps.sweep import Sweep, SweepSpec, parse_axis
-from tests.helpers import copy_run, interp_cli, small_spec
+from tests.helpers import copy_run, interp_cli, run_main, small_spec
 
 SMALL = ["--preset", "tiny", "--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8",
          "--d-mlp", "32", "--eval-every", "10", "--eval-size", "16", "--checkpoint-every", "10", "--batch-size", "8",
@@ -163,12 +163,12 @@ def test_a_failed_run_is_recorded_and_the_others_go_on(tmp_path, capsys):
     (["--grid", "task.k=ten"], "task.k: 'ten' is not a valid int"),
     (["--backend", "slurm"], "invalid choice: 'slurm'"),
 ])
-def test_bad_sweep_specs_are_one_line(tmp_path, args, fragment):
+def test_bad_sweep_specs_are_one_line(tmp_path, args, fragment, capsys):
     out = tmp_path / "bad"
-    result = interp_cli("sweep", "--preset", "tiny", "--out", out, "--quiet", *args, timeout=600)
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr and fragment in lines[0], result.stderr
+    code, _, err = run_main(["sweep", "--preset", "tiny", "--out", str(out), "--quiet", *args], capsys)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and fragment in lines[0], err
     assert not (out / "sweep.json").exists()
 
 

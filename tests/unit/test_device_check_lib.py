@@ -115,16 +115,19 @@ def test_the_table_shows_every_row_and_the_notes():
     (["cpu", "--parts", "analyses,nope"], "--parts 'analyses,nope': allowed: analyses, training, forks, speed"),
     (["cpu", "--scale", "0"], "--scale must be positive"),
 ])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
-    if args[0].startswith("cuda"):
-        import torch
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys, monkeypatch):
+    """The script's own main, in this process (its refusals happen before any part starts)."""
+    import torch
 
-        if torch.cuda.is_available():
-            pytest.skip("this machine has a CUDA GPU")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "device_check.py"), *args, "--work",
-                           str(tmp_path / "work")], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.startswith(f"device_check.py: {message}") and not proc.stdout
-    assert len(proc.stderr.strip().splitlines()) == 1
+    import device_check
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # what a CPU-only machine sees, here too
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    capsys.readouterr()
+    code = device_check.main([*args, "--work", str(tmp_path / "work")])
+    out = capsys.readouterr()
+    assert code == 2 and out.err.startswith(f"device_check.py: {message}") and not out.out, out
+    assert len(out.err.strip().splitlines()) == 1
     assert not (tmp_path / "work").exists()
 
 

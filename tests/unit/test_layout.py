@@ -351,6 +351,7 @@ def _cached_commands_load(commands: list[list[str]]) -> list[str]:
     return model_code_loaded(commands)
 
 
+@pytest.mark.slow  # 17 s: a report subprocess; the sweep's and the family's (default tier) guard the same imports
 def test_a_cached_report_loads_no_model_code(tiny_run, tmp_path):
     """A report or timeline whose analyses are all cached only reads and draws: neither torch nor TransformerLens
     nor transformers (seconds of imports, issue 34) nor the model is imported, nor scipy.stats (the mechanism

@@ -32,6 +32,7 @@ def model(task):
     return random_model(task, TINY.model)
 
 
+@pytest.mark.slow  # 4-5 s of SGLD chains (the LLC runs only when asked)
 def test_linear_regression_llc_is_half_the_dimension():
     """A regular model at its minimum: the LLC is d / 2."""
     d, n = 8, 2048
@@ -152,6 +153,7 @@ def test_missing_devinterp_says_how_to_install(monkeypatch):
         llc._devinterp()
 
 
+@pytest.mark.slow  # 4-5 s of SGLD chains (the LLC runs only when asked)
 def test_sampling_is_reproducible_and_leaves_global_rngs_alone(model, task):
     loss_pos = task.layout.loss_pos
     ids = task.tokens[:, : loss_pos[-1] + 2]
@@ -182,6 +184,7 @@ def test_bad_settings_are_refused(model, task):
         llc.sample_llc(model, ids, fn, None, epsilon=0.0)
 
 
+@pytest.mark.slow  # 4-5 s of SGLD chains (the LLC runs only when asked)
 def test_demo_table_at_small_settings(demo_run):
     table = llc.at_step(demo_run, 400, restrict=("full", "l0h3"), chains=2, draws=8, batch_size=16,
                         init_loss_batches=2)
