@@ -57,6 +57,20 @@ def tiny_run(tmp_path_factory):
     return trained
 
 
+@pytest.fixture(scope="session")
+def snapping_run(tmp_path_factory):
+    """The folder of a small run that snaps within seconds (tau about 130 of 300 steps, 7 checkpoints), trained once
+    a session for every module that asks (`tests.helpers.SNAPPING`); read only: tests copy it."""
+    from interp.train import train
+    from tests.helpers import SNAPPING, small_spec
+
+    torch.set_num_threads(2)
+    run = Run.create(tmp_path_factory.mktemp("snapping") / "run", small_spec(**SNAPPING))
+    train(run, progress=False)
+    run.release()
+    return run.path
+
+
 @pytest.fixture(autouse=True)
 def _deterministic_threads():
     torch.set_num_threads(2)

@@ -38,6 +38,9 @@ def small_spec(**overrides) -> RunSpec:
     return spec.override(**overrides)
 
 
+# a small run that snaps within seconds: tau ~ 130 of 300 steps (tests/conftest.py's session `snapping_run`)
+SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False)
+
 # `interp train` flags of a run that trains in about a second: 1 layer of width 16 on K = 4, 24 bases
 TINY_FLAGS = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16", "--d-head", "8", "--d-mlp", "32",
               "--eval-every", "5", "--eval-size", "16", "--checkpoint-every", "10", "--batch-size", "8", "--quiet"]

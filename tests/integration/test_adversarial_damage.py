@@ -23,6 +23,8 @@ import pytest
 from interp.cli import main
 from tests.helpers import copy_run, edit_cached_table, snapshot
 
+pytestmark = pytest.mark.slow  # a sweep, its analysis and a family (8 s) under every case: the slow tier's
+
 S0, S1 = "k3-nb24-s0", "k3-nb24-s1"  # the sweep's runs
 FULL, MINI = "at50-full_batch-s0", "at50-minibatch-s0"  # the family's forks
 # the small, fast-snapping model of tests/integration/test_analyze_sweep.py, its optimizer states kept

@@ -45,7 +45,7 @@ def _circuits(path: Path) -> pd.DataFrame:
     return table[["run", *CIRCUIT_COLUMNS]].sort_values("run").reset_index(drop=True)
 
 
-@pytest.mark.slow  # 38 s (a sweep analysed twice); the default tier analyses sweeps in test_unfinished_runs_are_named_and_skipped
+@pytest.mark.slow  # 38 s (a sweep analysed twice); the default tier analyses sweeps in the censored and notes tests
 @pytest.mark.parametrize("only", [["--only", "circuits"], pytest.param([], marks=pytest.mark.slow)],
                          ids=["circuits", "the-whole-suite"])
 def test_the_sweep_gives_each_run_the_findings_of_analyze_run_and_a_second_call_computes_nothing(
@@ -112,6 +112,7 @@ def test_a_kill_mid_way_then_a_rerun_recomputes_nothing_that_was_cached(trained,
     pd.testing.assert_frame_equal(_circuits(killed), _circuits(clean))
 
 
+@pytest.mark.slow  # the trained sweep fixture (11 s); the censored, notes and unreadable-step tests stay
 def test_unfinished_runs_are_named_and_skipped(trained, tmp_path, capsys):
     path = copy_run(trained, tmp_path / "mixed")
     failed = Run.open(path / "k3-nb24-s0")

@@ -27,6 +27,9 @@ from interp.sweeps.forks import forks as compare_forks
 from tests.fork_families import LABELS, make_family
 from tests.helpers import copy_run, model_code_loaded
 
+# a 10-fork family (8 s) under every test: the slow tier's (tests/e2e/test_fork_report.py renders the page too)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def family(tmp_path_factory) -> ForkFamily:

@@ -46,6 +46,7 @@ def family(tmp_path_factory) -> ForkFamily:
     return family
 
 
+@pytest.mark.slow  # its family fixture trains for 7 s; test_a_folder_that_is_none_of_them_is_one_line stays
 def test_open_gives_a_run_a_sweep_or_a_family(family, tmp_path):
     parent = interp.open(family.parent.path)
     assert isinstance(parent, Run) and parent.path == family.parent.path
@@ -87,6 +88,7 @@ def test_a_folder_that_is_none_of_them_is_one_line(tmp_path, capsys):
         assert len(err) == 1 and err[0].startswith("interp: error:") and says in err[0], (argv, err)
 
 
+@pytest.mark.slow  # its family fixture trains for 7 s; test_a_folder_that_is_none_of_them_is_one_line stays
 def test_discover_lists_runs_and_families(family):
     found = discover(family.path.parent)
     assert [Path(s["path"]).name for s in found.runs] == ["parent"] and not found.broken
@@ -96,6 +98,7 @@ def test_discover_lists_runs_and_families(family):
         discover(family.path / "nope")
 
 
+@pytest.mark.slow  # its family fixture trains for 7 s; test_a_folder_that_is_none_of_them_is_one_line stays
 def test_analyze_family_gives_each_fork_the_findings_of_analyze_run(family, tmp_path, capsys):
     torch.set_num_threads(1)  # as the executor's one thread per run: the same sums
     swept = copy_run(family.path, tmp_path / "swept")

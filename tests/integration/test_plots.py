@@ -14,31 +14,30 @@ from interp.errors import InterpError
 from interp.runs import Run
 from interp.train import train
 from interp.transition import rise_onset
-from tests.helpers import small_spec
+from tests.helpers import copy_run, small_spec
 
 from interp import plots
 from interp.timelines import Timeline, head_onsets, timeline
 
-# a run that snaps within seconds: tau ~ 130 of 300 steps, 17 checkpoints
-SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False)
-
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Run:
-    run = Run.create(tmp_path_factory.mktemp("plots") / "run", small_spec(**SNAPPING))
-    train(run, progress=False)
+def run(snapping_run, tmp_path_factory) -> Run:
+    """The session's snapping run (tests/conftest.py), copied: this module's suite caches into it."""
+    run = Run.open(copy_run(snapping_run, tmp_path_factory.mktemp("plots") / "run"))
     assert run.metrics["loss_cand"].min() < 0.5 * run.log_k  # the figures need a transition
     return run
 
 
 @pytest.fixture(scope="module")
 def suite(run):
-    return run_suite(run, progress=False)
+    # the analyses these figures draw (the decoding ones have their own tests: tests/unit/test_probes.py)
+    return run_suite(run, only=("sensitivity", "attention", "groups", "ablation", "patching", "usage", "trajectory"),
+                     progress=False)
 
 
 @pytest.fixture(scope="module")
 def tl(run, suite) -> Timeline:
-    return timeline(run, sens=suite.tables["sensitivity"], usage=suite.tables["usage"])
+    return timeline(run, sens=suite.tables["sensitivity"], usage=suite.tables["usage"], with_probes=False)
 
 
 def _shapes(fig, name):

@@ -16,18 +16,14 @@ from interp.errors import InterpError
 from interp.report import write_report
 from interp.report.sections import analyses_with_sections, sections_of
 from interp.runs import Run
-from interp.train import train
 from tests import dummy_analysis
-from tests.helpers import small_spec
-
-SNAPPING = dict(steps=300, lr=3e-3, checkpoint_every=50, early_checkpoints=False)
+from tests.helpers import copy_run
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Run:
-    run = Run.create(tmp_path_factory.mktemp("registry") / "run", small_spec(**SNAPPING))
-    train(run, progress=False)
-    return run
+def run(snapping_run, tmp_path_factory) -> Run:
+    """The session's snapping run (tests/conftest.py), copied: this module writes its cache."""
+    return Run.open(copy_run(snapping_run, tmp_path_factory.mktemp("registry") / "run"))
 
 
 @pytest.fixture

@@ -68,6 +68,7 @@ def test_the_sweep_folder_holds_ordinary_runs_with_stable_names(sequential):
     assert (table.loc[never, "censored_tau_half"]).all() and not table.loc[~never, "censored_tau_half"].any()
 
 
+@pytest.mark.slow  # 6 s; the pool's workers train in the slow tier's kill -9 test and the README tour too
 def test_two_local_workers_give_the_sequential_table_and_weights(sequential, tmp_path):
     out = tmp_path / "pool"
     assert main(["sweep", *SMALL, "--steps", "40", "--grid", "seed=0,1", "--grid", "task.k=3,4", "--out", str(out),

@@ -101,7 +101,8 @@ def test_zero_ablating_the_routing_head_after_the_snap_costs_more_than_half_log_
 
 @pytest.fixture(scope="module")
 def tl(demo, tmp_path_factory):
-    return timeline(Run.open(copy_run(DEMO, tmp_path_factory.mktemp("demo") / "demo")))
+    # the routing head's events (the decodable onset's own tests: tests/unit/test_probes.py)
+    return timeline(Run.open(copy_run(DEMO, tmp_path_factory.mktemp("demo") / "demo")), with_probes=False)
 
 
 def test_the_routing_head_carries_z_before_z_is_used(tl):
