@@ -9,7 +9,8 @@ log K ("loss_cand<0.5logK"). A fork escapes at
 the first evaluation at or after the fork step that starts a held stretch: every evaluation from
 it through it + hold steps is past the threshold (hold 0: that evaluation alone). A stretch
 whose hold runs past the last evaluation is not known to hold: a finished fork without a held
-stretch is censored (a lower bound), never counted. The default is today's, tau_half:
+stretch is censored, never counted: its lower bound is where a trailing stretch past the threshold began (it may
+have escaped there, the hold not yet seen through), else its last evaluation. The default is today's, tau_half:
 `loss_cand<0.5logK` with no hold; the author's (SPEC 9.2) is `loss_first<3.0,hold=500`.
 
 A family stores a criterion that is not the default in its forks.json (`"escape"`, absent =
@@ -74,13 +75,20 @@ class EscapeCriterion:
         return self.threshold * log_k if self.in_log_k else self.threshold
 
     def check_horizon(self, horizon: int) -> None:
-        if self.hold > horizon:
-            raise InterpError(f"--escape {self.text}: the hold ({self.hold} steps) is longer than the horizon "
-                              f"({horizon} steps after the fork); give a hold of at most {horizon}")
+        """A hold must leave room to escape: an escape is held only where an evaluation lies hold steps after it, so
+        a hold of the whole horizon or more censors every fork (issue 54)."""
+        if self.hold and self.hold >= horizon:
+            raise InterpError(f"--escape {self.text}: the hold ({self.hold} steps) is as long as or longer than the "
+                              f"horizon ({horizon} steps after the fork): it leaves no room to escape, so every fork "
+                              f"would be censored; give a hold shorter than {horizon}")
 
     def judge(self, steps: Sequence[int], values: Sequence[float | int | None], fork_step: int, log_k: float) -> int | None:
         """The first evaluated step >= `fork_step` that starts a held stretch, or None (see the module docstring)."""
         return held_escape(steps, values, fork_step, self.limit(log_k), self.hold, self.op)
+
+    def bound(self, steps: Sequence[int], values: Sequence[float | int | None], fork_step: int, log_k: float) -> int | None:
+        """The earliest step a fork without a held escape may still have escaped at (`censored_bound`)."""
+        return censored_bound(steps, values, fork_step, self.limit(log_k), self.op)
 
 
 DEFAULT = EscapeCriterion()
@@ -169,6 +177,22 @@ def held_escape(steps: Sequence[int], values: Sequence[float | int | None], fork
         if end == len(after) or after[end][0] > s + hold:
             return s
     return None
+
+
+def censored_bound(steps: Sequence[int], values: Sequence[float | int | None], fork_step: int, limit: float,
+                   op: str = "<") -> int | None:
+    """A censored fork's lower bound on its escape (an evaluated step >= fork_step; None: no evaluation): where the
+    last evaluation is past `limit`, the first step of that trailing stretch past it (the escape may have begun there,
+    its hold not yet seen through); otherwise the last evaluation (it cannot have begun before a later one)."""
+    after = [(int(s), math.nan if v is None else float(v)) for s, v in zip(steps, values) if s >= fork_step]
+    if not after:
+        return None
+    start = None
+    for s, v in reversed(after):
+        if not ((v < limit) if op == "<" else (v > limit)):
+            break
+        start = s
+    return start if start is not None else after[-1][0]
 
 
 # ---------------------------------------------------------------------------- the Gamma range

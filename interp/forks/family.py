@@ -66,7 +66,7 @@ class ForkFamily(Collection):
 
     def judging(self, escape=None, gamma_window=None) -> tuple:
         """(criterion, gamma range) the table is judged under: the family's, or those given (re-judged
-        from the forks' logs, nothing trained); refused when the hold is longer than the horizon or the
+        from the forks' logs, nothing trained); refused when the hold leaves no room within the horizon or the
         range lies outside the window the forks measured."""
         from interp.forks.escape import parse_escape, parse_gamma_window
 
@@ -460,7 +460,8 @@ def _differences(stored: dict, asked: dict) -> str:
 
 def escapes(run, fork_step: int, state: str, escape=None, gamma_window: tuple[int, int] | None = None) -> dict:
     """escape_half / escape_snap (steps after the fork), the escape under `escape` (a criterion or its
-    text, `interp.forks.escape`; None: the default, tau_half), censored flags, steps run after the fork,
+    text, `interp.forks.escape`; None: the default, tau_half), censored flags, a censored escape's lower bound
+    (escape_bound: where a trailing stretch past the threshold began, else the last evaluation), steps run after the fork,
     gamma (sum ||u - s||^2 / sum ||s||^2 over the logged samples) and gamma_median (the median of the
     per-step ratios at steps A..B after the fork, `gamma_window` (A, B); None: the fork's whole window)."""
     from interp.forks.escape import gamma_median, parse_escape
@@ -468,7 +469,8 @@ def escapes(run, fork_step: int, state: str, escape=None, gamma_window: tuple[in
 
     criterion = parse_escape(escape)
     out = {"escape_half": math.nan, "escape_snap": math.nan, "censored_escape_half": False,
-           "censored_escape_snap": False, "escape": math.nan, "censored_escape": False, "steps_run": None,
+           "censored_escape_snap": False, "escape": math.nan, "censored_escape": False, "escape_bound": math.nan,
+           "steps_run": None,
            "gamma": math.nan, "gamma_samples": 0, "gamma_median": math.nan}
     if run is None:
         return out
@@ -481,6 +483,9 @@ def escapes(run, fork_step: int, state: str, escape=None, gamma_window: tuple[in
     for key, value in (("escape_half", half), ("escape_snap", snap), ("escape", held)):
         out[key] = math.nan if value is None else float(value - fork_step)
         out[f"censored_{key}"] = bool(done and value is None)
+    if out["censored_escape"]:  # the earliest it may have escaped: a trailing stretch past the threshold's start
+        bound = criterion.bound(series["step"], series[criterion.metric], fork_step, run.log_k)
+        out["escape_bound"] = float(bound - fork_step) if bound is not None else float(out["steps_run"])
     num = sum(v for v in series["gamma_num"] if v == v)
     den = sum(v for v in series["gamma_den"] if v == v)
     n = int(sum(v for v in series["gamma_samples"] if v == v))

@@ -48,18 +48,31 @@ def unfinished(table, arm: str) -> str:
     return f": its {len(left)} are not finished ({states})"
 
 
+def censored_at(row: dict, y: str = "escape") -> float:
+    """A censored fork's lower bound in steps after the fork: `{y}_bound` (the start of a trailing stretch past the
+    threshold, `interp.forks.escape.censored_bound`) where the row has a finite one, else the steps it ran."""
+    for key in (f"{y}_bound", "steps_run"):
+        value = row.get(key)
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            return value
+    return 0.0
+
+
 def escapes(rows, y: str = "escape") -> tuple[list[tuple[float, float]], int]:
-    """Each fork's escape as (low, high] in steps after the fork (censored: (steps run, inf)), and how many
-    forks had neither an escape nor a censoring (left out)."""
+    """Each fork's escape as (low, high] in steps after the fork (censored: (its bound, inf), the bound the table's
+    `{y}_bound` where it has one, a held escape's trailing stretch start, else the steps run), and how many forks had
+    neither an escape nor a censoring (left out)."""
     out, undefined = [], 0
     for r in rows.to_dict("records"):
         res = float(r.get("eval_every") or 0.0)
         res = res if math.isfinite(res) else 0.0
         value = r.get(y)
         if bool(r.get(f"censored_{y}")):
-            bound = r.get("steps_run")
-            bound = float(bound) if bound is not None and not (isinstance(bound, float) and math.isnan(bound)) else 0.0
-            out.append((bound, math.inf))
+            out.append((censored_at(r, y), math.inf))
         elif value is not None and math.isfinite(float(value)) and float(value) >= 0:
             out.append((max(float(value) - res, 0.0), float(value)))
         else:
@@ -123,7 +136,11 @@ def escape_ratio(table, arm: str, reference: str, y: str | None = None,
                  if fixed or num_fixed else "")
               + (f", {n_cens} censored (the ratio's bound)" if n_cens else "")
               + (f", {num_undef + den_undef} without an escape left out" if num_undef + den_undef else ""))
-    return Measure.of(e, detail, {"fork_step": step, "label": label, "n_x": 0}), ""
+    # a censored side makes the value a bound: "<=" with censored reference forks (a later escape there can only
+    # lower the ratio), ">=" with censored forks of the arm, none when both or neither are censored
+    num_cens, den_cens = any(math.isinf(h) for _, h in num), any(math.isinf(h) for _, h in den)
+    bound = "<=" if den_cens and not num_cens else ">=" if num_cens and not den_cens else ""
+    return Measure.of(e, detail, {"fork_step": step, "label": label, "n_x": 0, "bound": bound}), ""
 
 
 def gamma(table, arm: str, label_filter: str = "", deepest: bool = False) -> tuple[Measure | None, str]:

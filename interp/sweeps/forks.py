@@ -152,6 +152,9 @@ def _roles(table: pd.DataFrame, y: str) -> pd.DataFrame:
     bound = pd.to_numeric(df["steps_run"], errors="coerce").to_numpy(float)
     if "horizon" in df.columns:
         bound = np.where(np.isfinite(bound), bound, pd.to_numeric(df["horizon"], errors="coerce").to_numpy(float))
+    if f"{y}_bound" in df.columns:  # a held escape censored mid-stretch: it may have begun where the stretch did
+        own = pd.to_numeric(df[f"{y}_bound"], errors="coerce").to_numpy(float)
+        bound = np.where(np.isfinite(own), own, bound)
     used = ~flag & np.isfinite(value) & (value >= 0)
     df["role"] = np.select([flag, used], ["censored", "used"], "undefined")
     df["value"] = np.where(used, value, np.nan)

@@ -130,14 +130,14 @@ def test_status_rejudges_the_logs_and_names_the_criterion(family, capsys):
     assert own["comparison"]["gamma_range"] == "1:3"
     logs = [json.loads(line) for f in family.glob("at*/metrics.jsonl") for line in f.read_text().splitlines()]
     top = max(r["loss_first"] for r in logs) + 5.0  # every evaluation is below it, from the fork on
-    code, out, _ = run_main(["fork", "status", str(family), "--json", "--escape", f"loss_first<{top:.3f},hold=4",
+    code, out, _ = run_main(["fork", "status", str(family), "--json", "--escape", f"loss_first<{top:.3f},hold=3",
                              "--gamma-window", "2:3"], capsys)
     blob = json.loads(out)
-    assert {r["escape_criterion"] for r in blob["table"]} == {f"loss_first<{top:.3f},hold=4".replace(".000", "")}
+    assert {r["escape_criterion"] for r in blob["table"]} == {f"loss_first<{top:.3f},hold=3".replace(".000", "")}
     assert blob["comparison"]["criterion"].startswith("loss_first<") and blob["comparison"]["gamma_range"] == "2:3"
     assert code == 0 and all(r["escape"] == 0 and not r["censored_escape"] for r in blob["table"])
-    code, out, _ = run_main(["fork", "status", str(family), "--escape", f"loss_first<{top:.3f},hold=4"], capsys)
-    assert f"[loss_first < {float(f'{top:.3f}'):g} held 4 steps]" in out and "escape 0" in out
+    code, out, _ = run_main(["fork", "status", str(family), "--escape", f"loss_first<{top:.3f},hold=3"], capsys)
+    assert f"[loss_first < {float(f'{top:.3f}'):g} held 3 steps]" in out and "escape 0" in out
     assert snapshot(family, cache=False) == saved, "re-judging wrote to the family"
 
 
@@ -155,8 +155,8 @@ def test_the_report_names_the_criterion_it_judged_under(family, tmp_path):
     own = fork_family_report(family, tmp_path / "own.html").read_text()
     assert 'id="arms-escape"' not in own and 'id="arms-escape_half"' in own  # the default: tau_half's table
     assert "loss_cand &lt; 0.5 log K, no hold" in own
-    page = fork_family_report(family, tmp_path / "held.html", escape="loss_first<90,hold=4",
+    page = fork_family_report(family, tmp_path / "held.html", escape="loss_first<90,hold=3",
                               gamma_window="2:3").read_text()
-    assert 'id="arms-escape"' in page and "escape: loss_first &lt; 90 held 4 steps" in page
+    assert 'id="arms-escape"' in page and "escape: loss_first &lt; 90 held 3 steps" in page
     assert "re-judged from the logs (the family&#x27;s: loss_cand &lt; 0.5 log K, no hold)" in page
     assert "Gamma median 2:3" in page and "the per-step median over steps 2..3" in page

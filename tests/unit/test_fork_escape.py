@@ -73,9 +73,10 @@ def test_criteria_read_and_print():
     assert parse_escape(crit.text) == crit and crit.limit(2.0) == 3.0
     assert crit.words == "loss_first < 3 held 500 steps"
     assert parse_escape("loss_cand<0.05logK").limit(math.log(10)) == pytest.approx(0.05 * math.log(10))
-    crit.check_horizon(500)
-    with pytest.raises(InterpError, match="longer than the horizon"):
-        crit.check_horizon(499)
+    crit.check_horizon(501)
+    for horizon in (500, 499):  # a hold of the whole horizon leaves no room to escape (issue 54): refused as well
+        with pytest.raises(InterpError, match="longer than the horizon"):
+            crit.check_horizon(horizon)
 
 
 @pytest.mark.parametrize("text, fragment", [
