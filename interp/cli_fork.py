@@ -233,8 +233,11 @@ def _status(family, as_json: bool, escape: str | None = None, gamma_window: str 
                 gamma += f"  gamma median {r['gamma_median']:.3g}"
             held = ""
             if not criterion.is_default:
-                held = f">{r['steps_run']}" if r["censored_escape"] else (
-                    "-" if r["escape"] != r["escape"] else f"{r['escape']:.0f}")
+                from interp.mechanisms.fork_measures import censored_at
+
+                bound = censored_at(r)  # a held escape censored mid-stretch: where the stretch began
+                held = ((f">= {bound:.0f}" if bound < (r["steps_run"] or 0) else f">{r['steps_run']}")
+                        if r["censored_escape"] else ("-" if r["escape"] != r["escape"] else f"{r['escape']:.0f}"))
                 held = f"  escape {held}"
             print(f"{r['run']:<36} at {r['fork_step']:<6} {label:<30} seed {r['fork_seed']:<3} {r['status']:<12} "
                   f"escape_half {half}{held}{gamma}")
