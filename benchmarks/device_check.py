@@ -161,6 +161,8 @@ def drive(args) -> int:
         if not args.scale > 0:
             raise InterpError(f"--scale must be positive, got {args.scale:g}")
         out = check_output_file(args.json, "--json file") if args.json else None
+        if args.work and Path(args.work).exists() and not Path(args.work).is_dir():
+            raise InterpError(f"--work {args.work} is a file; give a new or empty folder")
         work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="interp-device-check-"))
         if args.work and work.exists() and any(work.iterdir()):
             raise InterpError(f"--work {work} is not empty; give a new or empty folder")

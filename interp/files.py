@@ -91,13 +91,20 @@ def check_writable_parent(path: Path, verb: str = "write", target: Path | None =
 
 
 def check_output_file(path: str | Path, what: str = "output file") -> Path:
-    """Refuse, before any work is done, a path a file cannot be written to: empty, a folder,
+    """Refuse, before any work is done, a path a file cannot be written to: empty, a folder, a symbolic link or
+    anything but a regular file (the atomic write replaces what is at the path: /dev/null would be replaced),
     under a file, or not writable. Missing parent folders are fine (they are created)."""
     if str(path).strip() == "":
         raise InterpError(f"the {what} must be a non-empty path")
     path = Path(path)
+    if path.is_symlink():  # the atomic write would replace the link itself, not write through it
+        raise InterpError(f"{path} is a symbolic link; the {what} is written by replacing the file at its path, which "
+                          f"would replace the link: give the path it points to, or a new one")
     if path.is_dir():
         raise InterpError(f"{path} is a folder; the {what} must be a file path (e.g. {path / 'report.html'})")
+    if path.exists() and not path.is_file():  # a device, a pipe, a socket: replacing it would destroy it
+        raise InterpError(f"{path} is not a regular file (a device, a pipe or a socket); the {what} must be a plain "
+                          f"file's path")
     check_writable_parent(path.parent, "write", target=path)
     if path.exists() and not os.access(path, os.W_OK):
         raise InterpError(f"cannot write {path}: permission denied")

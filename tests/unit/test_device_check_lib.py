@@ -114,6 +114,7 @@ def test_the_table_shows_every_row_and_the_notes():
     (["cuda:7"], "device 'cuda:7' was asked for, but this machine has no CUDA GPU"),
     (["cpu", "--parts", "analyses,nope"], "--parts 'analyses,nope': allowed: analyses, training, forks, speed"),
     (["cpu", "--scale", "0"], "--scale must be positive"),
+    (["cpu", "--json", "/dev/null"], "/dev/null is not a regular file"),  # its atomic write would replace it
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys, monkeypatch):
     """The script's own main, in this process (its refusals happen before any part starts)."""
@@ -167,3 +168,24 @@ def test_a_part_killed_at_its_box_is_slow_and_the_check_exits_0(tmp_path, monkey
     monkeypatch.setattr(device_check.os, "killpg", lambda pid, sig: None)
     rows, _ = device_check.run_part("analyses", Args, tmp_path, box=0.01)
     assert [r["verdict"] for r in rows] == ["pass", "slow"] and "box" in rows[1]["note"]
+
+
+def test_a_link_or_a_file_as_output_is_refused_and_left_alone(tmp_path, capsys):
+    """--json through a symbolic link would replace the link (the atomic write's rename), --work naming a file is
+    no folder: one line, exit 2, both left as they were (issue 54)."""
+    import device_check
+
+    target = tmp_path / "real.json"
+    target.write_text("keep")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    capsys.readouterr()
+    assert device_check.main(["cpu", "--json", str(link), "--work", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert "is a symbolic link" in err and len(err.strip().splitlines()) == 1
+    assert link.is_symlink() and target.read_text() == "keep"
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert device_check.main(["cpu", "--work", str(afile)]) == 2
+    err = capsys.readouterr().err
+    assert "--work" in err and "is a file" in err and afile.read_text() == "x"
