@@ -114,11 +114,60 @@ def continuation_note(run, start: int, segment: dict) -> str | None:
 
 
 def record(run, segment: dict) -> None:
-    """Append `segment` to run.json (the segments from its step on replaced), atomically; the writer only."""
+    """Append `segment` to run.json (the segments from its step on replaced), with the hash that covers them,
+    atomically; the writer only. A fork's first segment follows its parent's that made the state it starts from."""
     run._require_writer()
-    kept = [s for s in segments(run.info) if s.get("from_step", 0) < segment["from_step"]]
-    run.info = {**run.info, SEGMENTS: [*kept, segment]}
+    if SEGMENTS not in run.info and run.fork is not None:
+        earlier = _parent_segments(run, segment["from_step"])
+    else:
+        earlier = segments(run.info)
+    kept = [s for s in earlier if s.get("from_step", 0) < segment["from_step"]]
+    both = [*kept, segment]
+    run.info = {**run.info, SEGMENTS: both, SEGMENTS_HASH: segments_sha256(both)}
     atomic_write_json(run.path / RUN_FILE, run.info)
+
+
+def _parent_segments(run, before: int) -> list[dict]:
+    """The parent's segments that trained the steps before a fork's first (read from its run.json; none when the
+    parent cannot be read), marked as the parent's."""
+    from interp.runs import Run
+
+    try:
+        parent = Run.open(run.fork["parent"])
+    except (InterpError, KeyError, TypeError):
+        return []
+    return [{**s, "parent": True} for s in segments(parent.info) if s.get("from_step", 0) < before]
+
+
+SEGMENTS_HASH = "segments_sha256"
+
+
+def segments_sha256(segs) -> str:
+    """The SHA-256 run.json's `segments_sha256` holds: a segment edited by hand (threads, a step, its CPU) is caught
+    by the run's integrity check, as an edited spec is."""
+    from interp.run_layout import fork_sha256
+
+    return fork_sha256({SEGMENTS: segs})
+
+
+def check_segments(info: dict, where: str) -> None:
+    """Refuse run.json's segments when they do not match their hash, or (a run made before the hash) are not
+    segments: a list of objects whose from_step is a whole number >= 0, rising, and whose threads is one >= 1 or
+    unrecorded; one line naming the file."""
+    if SEGMENTS not in info:
+        return
+    segs = info[SEGMENTS]
+    if SEGMENTS_HASH in info and info[SEGMENTS_HASH] != segments_sha256(segs):
+        raise InterpError(f"{where}: its training segments do not match the hash they were written with (edited by "
+                          f"hand?); the environment a run was trained in cannot be changed")
+    ok = isinstance(segs, list) and all(isinstance(s, dict) for s in segs)
+    steps = [s.get("from_step") for s in segs] if ok else []
+    ok = ok and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in steps) and steps == sorted(steps)
+    threads = [s.get("threads") for s in segs] if ok else []
+    ok = ok and all(t is None or (isinstance(t, int) and not isinstance(t, bool) and t >= 1) for t in threads)
+    if not ok:
+        raise InterpError(f"{where}: its training segments are not a list of segments (from_step a rising whole "
+                          f"number >= 0, threads a whole number >= 1): edited by hand?")
 
 
 def describe(segment: dict) -> str:
@@ -130,7 +179,8 @@ def describe(segment: dict) -> str:
     if segment.get("device_name"):
         where += f" ({segment['device_name']})"
     threads = segment.get("threads")
-    return (f"from step {segment.get('from_step', 0)}: {versions or 'versions not recorded'}; "
+    whose = " (the parent's)" if segment.get("parent") else ""
+    return (f"from step {segment.get('from_step', 0)}{whose}: {versions or 'versions not recorded'}; "
             f"{threads if threads is not None else '?'} threads on {where}, {cpu}")
 
 

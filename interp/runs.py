@@ -103,6 +103,9 @@ class Run:
         if stored is not None and stored != spec_sha256(info["spec"]):
             raise InterpError(f"{self.path / RUN_FILE}: its spec does not match the hash it was written with "
                               f"(edited by hand?); a run's spec cannot be changed, only --steps by a resume")
+        from interp.run_segments import check_segments
+
+        check_segments(info, str(self.path / RUN_FILE))
         for block, what in (("fork", "a fork's parent and arm"), ("imported", "where an imported run came from")):
             if block in info and info.get(f"{block}_sha256") != fork_sha256(info[block]):
                 raise InterpError(f"{self.path / RUN_FILE}: its {block} block does not match the hash it was written "

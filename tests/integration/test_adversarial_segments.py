@@ -24,10 +24,16 @@ from tests.helpers import DEMO, TINY_FLAGS, copy_run, run_main
 HERE = torch.backends.cpu.get_cpu_capability()
 
 
-def _edit_segments(edit: Callable[[list[dict]], None]) -> Callable[[Path], None]:
+def _edit_segments(edit: Callable[[list[dict]], None], rehash: bool = True) -> Callable[[Path], None]:
+    """run.json's segments changed by `edit`: as a run trained elsewhere records them (`rehash`: their hash
+    written again, as interp would), or edited by hand (the hash left as it was)."""
+    from interp.run_segments import segments_sha256
+
     def mutate(folder: Path) -> None:
         info = json.loads((folder / "run.json").read_text())
         edit(info["segments"])
+        if rehash:
+            info["segments_sha256"] = segments_sha256(info["segments"])
         (folder / "run.json").write_text(json.dumps(info, indent=2))
     return mutate
 
@@ -37,6 +43,7 @@ def _legacy(versions: dict | None = None) -> Callable[[Path], None]:
     def mutate(folder: Path) -> None:
         info = json.loads((folder / "run.json").read_text())
         del info["segments"]
+        info.pop("segments_sha256", None)
         info["versions"].update(versions or {})
         (folder / "run.json").write_text(json.dumps(info, indent=2))
     return mutate
@@ -213,3 +220,59 @@ def test_a_fork_of_the_demo_here_says_whether_it_is_bit_exact(tmp_path, capsys):
         assert len(notes) == 1 and "its parent's (at step 500)" in notes[0], err[-3000:]
         if HERE != "AVX2":
             assert f"CPU capability AVX2 -> {HERE}" in notes[0], notes[0]
+
+
+def _whole(value) -> Callable[[Path], None]:
+    """run.json's segments replaced whole by `value`, the hash left as it was."""
+    def mutate(folder: Path) -> None:
+        info = json.loads((folder / "run.json").read_text())
+        info["segments"] = value
+        (folder / "run.json").write_text(json.dumps(info, indent=2))
+    return mutate
+
+
+def _no_hash(edit) -> Callable[[Path], None]:
+    """As `edit`, on a run made before the segments' hash (none in run.json): the structure is still checked."""
+    def mutate(folder: Path) -> None:
+        edit(folder)
+        info = json.loads((folder / "run.json").read_text())
+        info.pop("segments_sha256", None)
+        (folder / "run.json").write_text(json.dumps(info, indent=2))
+    return mutate
+
+
+@pytest.mark.parametrize("mutate,fragment", [
+    (_edit_segments(lambda segs: segs[-1].update(threads=1), rehash=False), "do not match the hash"),
+    (_edit_segments(lambda segs: segs[-1].update(from_step=7), rehash=False), "do not match the hash"),
+    (_whole("oops"), "do not match the hash"),
+    (_whole({}), "do not match the hash"),
+    (_no_hash(_whole("oops")), "not a list of segments"),
+    (_no_hash(_whole({})), "not a list of segments"),
+    (_no_hash(_edit_segments(lambda segs: segs[-1].update(from_step="fifty"), rehash=False)), "not a list of segments"),
+    (_no_hash(_edit_segments(lambda segs: segs[-1].update(threads="many"), rehash=False)), "not a list of segments"),
+    (_no_hash(_edit_segments(lambda segs: segs[-1].update(from_step=-100), rehash=False)), "not a list of segments"),
+], ids=["threads", "from-step", "text", "object", "text-unhashed", "object-unhashed", "step-text", "threads-text",
+        "step-negative"])
+def test_edited_segments_are_refused_in_one_line(mutate, fragment, tiny_run, tmp_path, capsys):
+    """The environment a run was trained in is covered by the run's integrity check (issue 54): an edit that would
+    erase a non-exact resume from the record is refused by every command, one line, nothing written."""
+    folder = copy_run(tiny_run(), tmp_path / "run")
+    mutate(folder)
+    before = (folder / "run.json").read_bytes()
+    for argv in (["show", str(folder)], ["train", "--resume", "--out", str(folder), "--steps", "35", "--quiet"]):
+        code, _, err = run_main(argv, capsys)
+        assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert (folder / "run.json").read_bytes() == before
+
+
+def test_a_forks_show_lists_its_parents_segment(tiny_run, tmp_path, capsys):
+    """A fork's first segment follows the parent's that made its starting state (its threads and CPU recorded),
+    not an unrecorded "? threads" one."""
+    out = tmp_path / "f"
+    code, _, err = run_main(["fork", str(copy_run(tiny_run(), tmp_path / "p")), "--at", "20", "--arm", "continue",
+                             "--steps", "5", "--out", str(out), "--quiet"], capsys)
+    assert code == 0, err
+    code, text, _ = run_main(["show", str(out)], capsys)
+    lines = [line for line in text.splitlines() if line.startswith("segment")]
+    assert len(lines) == 2 and "(the parent's)" in lines[0] and "not recorded" not in text, text
+    assert f"{torch.get_num_threads()} threads on cpu, {HERE}" in lines[0]
