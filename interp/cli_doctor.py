@@ -109,6 +109,15 @@ def doctor(ray: bool = False) -> dict:
     out["extras"] = {package: _version(package) for package in EXTRAS}
     if ray:
         out["ray"] = _ray()
+        if not out["ray"]["starts"]:  # asked for and not working: a problem, in the JSON as in the exit status
+            problems.append(f"ray does not start: {out['ray']['error']}")
+    from interp.errors import InterpError
+    from interp.tracking import check_wandb_env
+
+    try:
+        check_wandb_env()
+    except InterpError as exc:
+        problems.append(str(exc))
     out["problems"] = problems
     out["seconds"] = round(time.perf_counter() - began, 2)
     return out
@@ -145,7 +154,7 @@ def as_lines(found: dict) -> list[str]:
 def cmd_doctor(args: argparse.Namespace) -> int:
     found = doctor(ray=args.ray)
     print(json.dumps(found, indent=2) if args.json else "\n".join(as_lines(found)))
-    return 1 if found["problems"] or ("ray" in found and not found["ray"]["starts"]) else 0
+    return 1 if found["problems"] else 0
 
 
 def add_parsers(sub) -> None:

@@ -93,12 +93,19 @@ def relapse_at(run, criterion=None, held: int = 0) -> int:
         raise InterpError(not_relapsed(run, criterion))
     ended = relapsed_until(steps, values, found, criterion, run.log_k)
     target = found + held
+    resume = run.load_resume()
+    states = set(kept_steps(run)) | ({resume.step} if resume is not None else set())
+    if run.fork is None:
+        states |= set(run.steps)  # a saved step, replayed (interp.replay)
+    # the depths a fork can be had at: a state inside the relapsed stretch (what --at relapse+H then takes)
+    depths = sorted(s - found for s in states if s >= found and (ended is None or s < ended))
+    can = (f"the depths with a state inside it: {', '.join(map(str, depths[:8]))}{' ...' if len(depths) > 8 else ''}"
+           if depths else "no state lies inside it")
     if held and ended is not None and target >= ended:
         raise InterpError(f"{run.path} relapsed at step {found} ({criterion.words}) and was no longer relapsed from "
                           f"step {ended}, so relapse+{held} (step {target}) lies past its relapsed stretch of "
-                          f"{ended - found} steps; fork it at a depth below {ended - found}, or relapse it at a higher "
+                          f"{ended - found} steps ({can}); fork it at one of those depths, or relapse it at a higher "
                           f"lr (docs/forks.md, \"Relapse\")")
-    resume = run.load_resume()
     candidates = [(s, "a kept state") for s in kept_steps(run) if s >= target]
     candidates += [(resume.step, "the resume state")] if resume is not None and resume.step >= target else []
     if run.fork is None:
@@ -119,9 +126,9 @@ def relapse_at(run, criterion=None, held: int = 0) -> int:
     value = values[steps.index(ended)]
     raise InterpError(f"{where} but was no longer relapsed from step {ended} ({criterion.metric} {value:.4g}, not "
                       f"{criterion.op} {criterion.limit(run.log_k):.4g}); the nearest state at or after the relapse, "
-                      f"{kind} at step {step}, lies after that and would fork a re-solved state: make the lr fork "
-                      f"again with --save-optimizer and a denser --checkpoint-every (a state kept in {found}..{ended - 1}), "
-                      f"or give --at STEP explicitly (docs/forks.md, \"Relapse\")")
+                      f"{kind} at step {step}, lies after that and would fork a re-solved state ({can}): make the "
+                      f"lr fork again with --save-optimizer and a denser --checkpoint-every (a state kept in "
+                      f"{target}..{ended - 1}), or give --at STEP explicitly (docs/forks.md, \"Relapse\")")
 
 
 def relapse_shown(run, criterion=None) -> tuple[tuple[str, str], dict]:

@@ -34,3 +34,19 @@ def require(kind: str) -> None:
         found = False
     if not found:
         raise InterpError(f"{kind} is not installed: it comes with the optional extra track: {INSTALL}")
+    if kind == "wandb":
+        check_wandb_env()
+
+
+WANDB_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")  # what W&B's own settings accept
+
+
+def check_wandb_env() -> None:
+    """Refuse, before anything is written, a WANDB_MODE that W&B itself would refuse mid-run (with a pydantic dump that
+    never names the variable)."""
+    import os
+
+    mode = os.environ.get("WANDB_MODE")
+    if mode is not None and mode.strip().lower() not in WANDB_MODES:
+        raise InterpError(f"the environment's WANDB_MODE={mode!r} is not a W&B mode; W&B accepts "
+                          f"{', '.join(WANDB_MODES)} (unset it: interp runs W&B offline by default)")

@@ -195,3 +195,22 @@ def test_doctor_reports_this_machine_without_importing_what_it_need_not():
     assert cpu["device"] == "cpu" and cpu["bf16_units"] == ("avx512_bf16" in flags or "amx_bf16" in flags)
     assert [d["device"] for d in found["devices"][1:]] == [f"cuda:{i}" for i in range(torch.cuda.device_count())]
     assert "ray" not in found  # started only with --ray
+
+
+def test_doctor_names_what_it_was_asked_to_check_and_failed(monkeypatch, capsys, tmp_path):
+    """`--ray` without Ray is a problem in the JSON too (exit 1, never "problems": []), and a WANDB_MODE that W&B
+    would refuse mid-run is a problem of the environment; --track wandb refuses it in one line (issue 54)."""
+    import interp.cli_doctor as doctor
+
+    real = doctor._version
+    monkeypatch.setattr(doctor, "_version", lambda name: None if name == "ray" else real(name))
+    code, out, _ = run_main(["doctor", "--ray", "--json"], capsys)
+    found = json.loads(out)
+    assert code == 1 and any(p.startswith("ray does not start: ray is not installed") for p in found["problems"])
+    monkeypatch.setenv("WANDB_MODE", "bogus")
+    code, out, _ = run_main(["doctor", "--json"], capsys)
+    assert code == 1 and any("WANDB_MODE='bogus'" in p for p in json.loads(out)["problems"])
+    out_dir = tmp_path / "never-made"
+    code, _, err = run_main(["train", "--out", str(out_dir), "--steps", "2", "--track", "wandb"], capsys)
+    assert code == 2 and "WANDB_MODE='bogus' is not a W&B mode" in err and len(err.strip().splitlines()) == 1
+    assert not out_dir.exists()
