@@ -128,16 +128,98 @@ def _finite(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
+KINDS = ("run", "sweep", "fork family")
+# the columns each kind's rows are judged from (keep() writes them all); a table without one is refused, never read
+# with a fallback (a dropped `escape` once fell back to `escape_half`, a dropped `gap_lead` gave NaN a verdict)
+REQUIRED = {
+    "run": ("run", "status", "k", "n_bases", "lr", "batch_size", "ev_tau", "gap_lead", "gap_onset", "gap_lead_author",
+            "gap_onset_author", "carried_attn_onset"),
+    "sweep": ("run", "status", "k", "n_bases", "D", "lr", "batch_size", "direction", "steps_run", "tau_half",
+              "tau_window", "censored_tau_half", "gap_lead", "gap_onset", "gap_lead_author", "gap_onset_author",
+              "censored_gap_lead", "ev_tau"),
+    "fork family": ("run", "status", "fork_step", "arm", "arm_params", "fork_seed", "steps_run", "eval_every", "escape",
+                    "censored_escape", "escape_half", "censored_escape_half", "relapsed", "gamma", "gamma_median", "lr",
+                    "k", "n_bases"),
+}
+TEXT = {"run", "status", "kind", "arm", "arm_params", "direction", "error", "source", "replicate", "routing_head",
+        "ablation_method", "circuits_reason", "escape_criterion", "gamma_range", "decodable_site", "label"}
+STATUSES = ("done", "failed", "interrupted", "not started", "damaged", "running")
+
+
+def validate(table, where: str):
+    """The kept table `table` (read from `where`) checked as a whole before anything is judged: one kind of table
+    (KINDS), its columns (REQUIRED), numbers where numbers belong, true/false in the flags (censored_*, relapsed),
+    each run (a family: each fork) once, a known status; one line naming what is wrong. Returns the table with
+    its numeric and flag columns typed."""
+    import pandas as pd
+
+    if "kind" not in table or table.empty:
+        raise InterpError(f"{where} is not a kept table (no 'kind' column, or no rows)")
+    kinds = sorted({str(k) for k in table["kind"]})
+    if len(kinds) != 1 or kinds[0] not in KINDS:
+        bad = [k for k in kinds if k not in KINDS]
+        raise InterpError(f"{where}: " + (f"kind {bad[0]!r} is not one of {', '.join(KINDS)}" if bad else
+                                          f"its rows are of several kinds ({', '.join(kinds)}): a kept table is one "
+                                          f"run, sweep or fork family"))
+    kind = kinds[0]
+    missing = [c for c in REQUIRED[kind] if c not in table.columns]
+    if missing:
+        raise InterpError(f"{where}: a kept {kind} table needs the column(s) {', '.join(missing)} (written by keep())")
+    table = table.copy()
+    for column in table.columns:
+        if column.startswith("censored") or column == "relapsed":
+            table[column] = _flags(table[column], column, where)
+        elif column not in TEXT:
+            values = pd.to_numeric(table[column], errors="coerce")
+            bad = table[column].notna() & values.isna()
+            if bad.any():
+                row = int(bad.idxmax())
+                raise InterpError(f"{where}: column {column} holds {table[column].iloc[row]!r} in row {row + 2} "
+                                  f"(line {row + 2} of the file), not a number")
+            table[column] = values
+    duplicated = table["run"].astype(str)[table["run"].astype(str).duplicated()]
+    if len(duplicated):
+        raise InterpError(f"{where}: {duplicated.iloc[0]} has {int((table['run'].astype(str) == duplicated.iloc[0]).sum())} "
+                          f"rows; each {'fork' if kind == 'fork family' else 'run'} is one row (a duplicated row would "
+                          f"count twice)")
+    unknown = sorted({str(v) for v in table["status"] if str(v) not in STATUSES})
+    if unknown:
+        raise InterpError(f"{where}: status {unknown[0]!r} is not one of {', '.join(STATUSES)}")
+    return table
+
+
+def _flags(column, name: str, where: str):
+    """A flag column as booleans: true/false (any case, or 1/0), empty cells false; anything else refused."""
+    words = {"true": True, "false": False, "1": True, "0": False, "1.0": True, "0.0": False}
+    out = []
+    for i, v in enumerate(column.tolist()):
+        if isinstance(v, bool):
+            out.append(v)
+        elif v is None or (isinstance(v, float) and math.isnan(v)):
+            out.append(False)
+        elif str(v).strip().lower() in words:
+            out.append(words[str(v).strip().lower()])
+        else:
+            raise InterpError(f"{where}: column {name} holds {v!r} in row {i + 2} (line {i + 2} of the file), not "
+                              f"true or false")
+    return out
+
+
 def rejudge(csv) -> ReconcileTable:
-    """The reconciliation table of a kept CSV (`keep`), by today's rules."""
+    """The reconciliation table of a kept CSV (`keep`), by today's rules; the table validated as a whole first."""
     import pandas as pd
 
     path = Path(csv)
     if not path.is_file():
         raise InterpError(f"{csv} is not a file: give a CSV written by interp.mechanisms.kept.keep")
-    table = pd.read_csv(path)
-    if "kind" not in table or table.empty:
-        raise InterpError(f"{csv} is not a kept table (no 'kind' column, or no rows)")
+    try:  # only an empty cell is missing: "n/a", "NA", "null" in a number's column are refused, never read as NaN
+        table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError:
+        raise InterpError(f"{csv} is empty: not a kept table") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InterpError(f"{csv} is not a readable CSV ({first})") from None
+    table = validate(table, str(csv))
     kind = str(table["kind"].iloc[0])
     source = str(table["source"].iloc[0]) if "source" in table else str(path)  # the folder (a family: its parent)
     replicate = str(table["replicate"].iloc[0]) if "replicate" in table and isinstance(table["replicate"].iloc[0], str) else ""
