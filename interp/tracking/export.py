@@ -18,8 +18,11 @@ PATH/exports/tensorboard or PATH/exports/wandb. What is not cached is named, wit
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from interp.errors import InterpError
 
 from interp.tracking import check_tracker, require
 from interp.tracking.scalars import cached_tables, metric_values, scalars
@@ -40,6 +43,16 @@ class Exported:
     def to_dict(self) -> dict:
         return {"out": str(self.out), "runs": self.runs, "missing": self.missing, "skipped": self.skipped,
                 "notes": self.notes}
+
+
+def _busy(run):
+    """The refusal of a run another live process writes (`interp.files.LockHeld`, exit 1): its export would hold
+    the rows written so far only."""
+    from interp.runs import RunLock
+
+    held = RunLock(run.path).refusal()
+    return type(held)(f"{run.path} is being trained by another process ({held.holder}): its export would hold only "
+                      f"the rows written so far; export it when that process is done", held.holder)
 
 
 def members(path: Path):
@@ -96,13 +109,39 @@ def _attachments(path: Path, given: dict[str, Path | None], notes: list[str]) ->
     return found
 
 
+MARKERS = ("run.json", "sweep.json", "forks.json")  # what makes a folder a run, a sweep or a fork family
+
+
+def check_out(out: Path) -> None:
+    """Refuse an output folder inside a run, a sweep or a fork family (its root, its checkpoints, another run's),
+    where event files would be written among the run's own; the `exports/` folder under one is where they go."""
+    import os
+
+    here = Path(os.path.abspath(out))
+    for folder in [here, *here.parents]:
+        if any((folder / m).is_file() for m in MARKERS):
+            inside = here.relative_to(folder).parts
+            if not inside or inside[0] != EXPORTS_DIR:
+                what = next(m for m in MARKERS if (folder / m).is_file())
+                raise InterpError(f"--out {out} lies inside {folder} (it holds {what}), among its own files; write the "
+                                  f"export elsewhere, or under {folder / EXPORTS_DIR}")
+            return
+
+
 def export(path, to: str, out=None, report=None, timeline=None) -> Exported:
-    """Write PATH's runs to TensorBoard or W&B (module docstring); returns what was written and what was not."""
+    """Write PATH's runs to TensorBoard or W&B (module docstring); returns what was written and what was not. A run
+    exported again to the same TensorBoard folder replaces its earlier export (no point twice); a run that another
+    process is training is refused, naming it (its export would be partial)."""
     check_tracker(to)
     require(to)
     path = Path(path)
     kind, group, runs, skipped = members(path)
+    if out is not None:
+        check_out(Path(out))
     out = Path(out) if out is not None else path / EXPORTS_DIR / to
+    for run, _, _ in runs:  # before anything is written
+        if run.writing:
+            raise _busy(run)
     result = Exported(out, skipped=skipped)
     given = {"report": report, "timeline": timeline}
     attached = _attachments(path, {k: None if v is None else Path(v) for k, v in given.items()}, result.notes)
@@ -134,8 +173,13 @@ def _write(to: str, out: Path, run, group, row: dict, axes: dict, tables: dict, 
     for step, tag, value in frame.itertuples(index=False):
         by_step.setdefault(int(step), {})[tag] = value
     config = {"spec": run.spec.to_dict(), "path": str(run.path.resolve()), **({"fork": run.fork} if run.fork else {})}
-    writer = open_writer(to, out / run.name if to == "tensorboard" else out, name=run.name, group=group,
-                         config=config, job_type="export")
+    # TensorBoard reads every event file in a run's folder: a new export is written beside the old one and then
+    # takes its place, so exporting again replaces the points instead of adding them a second time
+    final_folder = out / run.name
+    folder = final_folder.with_name(f".{run.name}.exporting") if to == "tensorboard" else out
+    if to == "tensorboard":
+        shutil.rmtree(folder, ignore_errors=True)
+    writer = open_writer(to, folder, name=run.name, group=group, config=config, job_type="export")
     try:
         for step in sorted(by_step):
             writer.scalars(step, by_step[step])
@@ -148,6 +192,13 @@ def _write(to: str, out: Path, run, group, row: dict, axes: dict, tables: dict, 
             writer.attach(kind, file)
     finally:
         writer.close()
+    if to == "tensorboard":
+        old = final_folder.with_name(f".{run.name}.replaced")
+        shutil.rmtree(old, ignore_errors=True)
+        if final_folder.exists():
+            final_folder.rename(old)
+        folder.rename(final_folder)
+        shutil.rmtree(old, ignore_errors=True)
     return {"rows": len(last), "scalars": len(frame)}
 
 

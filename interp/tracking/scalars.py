@@ -76,7 +76,13 @@ def cached_tables(run) -> tuple[dict[str, dict[str, pd.DataFrame]], list[str]]:
         if derive is not None and all(name in tables and not tables[name].empty for name in entry.table_names):
             tables = {**tables, **derive(run, tables)}
         out[name] = tables
-    return out, store.notes
+    notes = list(store.notes)
+    root = run.path / "cache"
+    for entry in sorted(root.glob("*/*/step_*.json")) if root.is_dir() else ():  # what no reader can take: named
+        if not entry.is_file():
+            notes.append(f"{entry} is not a file (a folder?): that cache entry is left out; remove it and run the "
+                         f"analysis again")
+    return out, notes
 
 
 def _name(column: str, value) -> str:

@@ -176,3 +176,40 @@ def test_a_small_fork_family_tracks_each_fork_and_exports_its_table(tmp_path, ho
         board = tensorboard_scalars(family / "exports" / "tensorboard" / row["run"], unique=True)
         assert {k: v for k, v in board.items() if not k.startswith("summary/")} == by_tag(metrics_by_step(family / row["run"]))
         assert board["summary/fork_step"] == {30: 20.0} and board["summary/horizon"] == {30: 10.0}
+
+
+def test_export_again_replaces_refuses_a_folder_inside_a_run_and_a_run_being_trained(tmp_path, capsys):
+    """Issue 54: exporting twice to one TensorBoard folder gives each point once; an --out inside a run, a sweep or a
+    family (its root, its checkpoints) is refused; a run another process trains is refused (exit 1), nothing
+    written; a cache entry replaced by a folder is named."""
+    from tests.helpers import DEMO
+
+    run = copy_run(DEMO, tmp_path / "demo", cache=False)
+    out = tmp_path / "tb"
+    for _ in range(2):
+        code, _, err = run_main(["export", str(run), "--to", "tensorboard", "--out", str(out)], capsys)
+        assert code == 0, err
+    points = tensorboard_scalars(out / "demo", unique=True)  # no tag has two events at one step
+    assert points and len(list((out / "demo").glob("events.*"))) == 1
+    for inside in (run, run / "checkpoints"):
+        code, _, err = run_main(["export", str(DEMO), "--to", "tensorboard", "--out", str(inside)], capsys)
+        assert code == 2 and "lies inside" in err and len(err.strip().splitlines()) == 1, err
+    assert not list((run / "checkpoints").glob("events.*")) and not list(run.glob("events.*"))
+    (run / "cache" / "sensitivity" / "x").mkdir(parents=True)
+    (run / "cache" / "sensitivity" / "x" / "step_0000050.json").mkdir()
+    code, text, err = run_main(["export", str(run), "--to", "tensorboard", "--out", str(out)], capsys)
+    assert code == 0 and "step_0000050.json is not a file" in text + err
+    from interp.runs import Run
+
+    held = Run.open(run)
+    held.acquire()  # this process trains it, as far as the lock says
+    try:
+        import subprocess
+        import sys
+
+        proc = subprocess.run([sys.executable, "-m", "interp.cli", "export", str(run), "--to", "tensorboard", "--out",
+                               str(tmp_path / "tb2")], capture_output=True, text=True)
+        assert proc.returncode == 1 and "is being trained by another process" in proc.stderr, proc.stderr
+        assert not (tmp_path / "tb2").exists()
+    finally:
+        held.release()
