@@ -13,7 +13,7 @@ from _common import parse_sweep, row, status_line
 from interp import plots
 from interp.sweeps import scaling
 
-sweep, out, _ = parse_sweep(__doc__.splitlines()[0], "sweeps/asymmetry-tiny")
+sweep, out, _ = parse_sweep(__doc__.splitlines()[0], "sweeps/asymmetry-tiny", with_y=False)
 print(status_line(sweep))
 res = scaling.asymmetry(sweep.table())
 lo, hi = scaling.PAPER_ASYMMETRY

@@ -28,7 +28,7 @@ from interp.sweeps.circuit_fits import circuit_fits, lead_definitions, lead_shar
 
 SIGN = {"+": "rises", "-": "falls", "flat": "flat"}
 
-sweep, out, _ = parse_sweep(__doc__.splitlines()[0], "sweeps/landauer-dense-tiny")
+sweep, out, _ = parse_sweep(__doc__.splitlines()[0], "sweeps/landauer-dense-tiny", with_y=False)
 print(status_line(sweep))
 table = sweep.table(circuits=True)
 fits = circuit_fits(table)

@@ -25,7 +25,6 @@ steps at relapse+1000 for --probe-steps (default 800) to show whether the clean 
 The figure (escape steps per arm and fork step, the family's criterion) goes to DIR/relapse_depth.html.
 """
 
-import argparse
 import dataclasses
 import math
 import sys
@@ -126,12 +125,75 @@ def family_in(folder: Path, args):
     return build(design, folder, workers=args.workers)
 
 
+def _whole_numbers(text: str, flag: str, example: str, least: int = 0) -> list[int]:
+    from interp.errors import InterpError
+
+    items = [x.strip() for x in str(text).split(",")]
+    if not items or any(not x for x in items) or not all(x.lstrip("-").isdigit() for x in items):
+        raise InterpError(f"{flag} {text!r}: give comma-separated whole numbers, e.g. {flag} {example}")
+    values = [int(x) for x in items]
+    if any(v < least for v in values):
+        raise InterpError(f"{flag} {text!r}: each must be >= {least}")
+    return values
+
+
+def check(args, folder: Path) -> list[float]:
+    """Refuse bad options in one line before anything is made (the lrs of --calibrate as numbers, else [])."""
+    import math
+
+    from interp.errors import InterpError
+    from interp.forks.escape import parse_escape, parse_gamma_window
+    from interp.forks.family import ForkFamily
+    from interp.runs import Run
+
+    if Run.is_run(folder):
+        raise InterpError(f"{folder} is a run folder: give a fork family, or a new folder to make the "
+                          f"{DESIGN} design in (never a run's own folder)")
+    for name in ("probe_steps", "horizon", "relapse_steps", "workers"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise InterpError(f"--{name.replace('_', '-')} {value}: must be a whole number >= 1")
+    lrs = []
+    if args.calibrate is not None:
+        for x in [x.strip() for x in args.calibrate.split(",")]:
+            try:
+                lr = float(x)
+            except ValueError:
+                lr = math.nan
+            if not (math.isfinite(lr) and lr > 0):
+                raise InterpError(f"--calibrate {args.calibrate!r}: give comma-separated learning rates > 0, e.g. "
+                                  f"--calibrate 0.045,0.06")
+            lrs.append(lr)
+    if args.seeds is not None:
+        _whole_numbers(args.seeds, "--seeds", "0,1,2")
+    if args.depths is not None:
+        _whole_numbers(args.depths, "--depths", "0,1000")
+    cuts = [f"--{n.replace('_', '-')}" for n in ("arms", "seeds", "depths", "horizon", "escape", "gamma_window",
+                                                  "relapse_steps") if getattr(args, n) is not None]
+    if cuts and (ForkFamily.is_family(folder) or ForkFamily.is_family(folder / "family")):
+        raise InterpError(f"{folder} holds the family already; {', '.join(cuts)} cut a design down as it is made, "
+                          f"and a made family keeps its own: run without them, or give another folder")
+    if args.escape is not None:
+        criterion = parse_escape(args.escape)
+        if args.horizon is not None:
+            criterion.check_horizon(args.horizon)
+    if args.gamma_window is not None:
+        parse_gamma_window(args.gamma_window)
+    if args.arms is not None:
+        from interp.forks.arms import parse_arms
+
+        parse_arms(args.arms)
+    return lrs
+
+
 def main() -> None:
     from interp.mechanisms.fork_measures import escape_ratio
     from interp.mechanisms.reconcile import reconcile
     from interp.runs import Run
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from _common import out_folder, parser_of
+
+    parser = parser_of(__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default=f"forks/{DESIGN}", help="a fork family, or where to make one")
     parser.add_argument("--calibrate", help="lr forks at these lrs (comma-separated) and a full_batch probe each")
     parser.add_argument("--probe-steps", type=int, default=800, help="the full_batch probe's horizon (--calibrate)")
@@ -146,12 +208,13 @@ def main() -> None:
     parser.add_argument("--out", default="out", help="folder for the figure (default: out/)")
     args = parser.parse_args()
     folder = Path(args.folder)
+    lrs = check(args, folder)  # every option, before anything is made or trained
+    out_folder(args.out) if Path(args.out).exists() else None  # a file there is refused before any work
     if args.calibrate:
         from interp.forks.presets import fork_preset
 
         stage = fork_preset(DESIGN).relapse
-        calibrate(folder, [float(x) for x in args.calibrate.split(",")], args.relapse_steps or stage.steps,
-                  args.probe_steps, stage.criterion)
+        calibrate(folder, lrs, args.relapse_steps or stage.steps, args.probe_steps, stage.criterion)
         return
     family = family_in(folder, args)
     table = family.table()
@@ -167,7 +230,9 @@ def main() -> None:
         for label in labels:
             name = label.rstrip(":")
             forks = at[(at["arm"].astype(str) + ":" + at["arm_params"].astype(str)) == label]
-            seen = [("> " + str(int(r["steps_run"])) if bool(r.get("censored_escape")) else
+            from interp.mechanisms.fork_measures import censored_at
+
+            seen = [(f">= {censored_at(r):.0f}" if bool(r.get("censored_escape")) else
                      str(int(r["escape"])) if r.get("escape") == r.get("escape") else r["status"])
                     for r in forks.to_dict("records")]
             print(row(f"    {name}: escape after the fork (steps, each fork)", ", ".join(seen) or "-",
@@ -175,16 +240,18 @@ def main() -> None:
             if name.startswith("full_batch"):
                 continue
             m, why = escape_ratio(at, name, "full_batch")
-            print(row(f"    {name} / full_batch escape", why if m is None else
-                      f"{m.as_estimate().text()} ({m.n_runs} forks)", "traps: >= 20x (isotropic), 5.75x (v-only)"))
+            bound = f"{m.extra.get('bound')} " if m is not None and m.extra.get("bound") else ""
+            value = "" if m is None else (f"{bound}{m.value:.3g} (one fork: no interval)" if m.low != m.low
+                                          else f"{bound}{m.as_estimate().text()}")
+            print(row(f"    {name} / full_batch escape", why if m is None else f"{value} ({m.n_runs} forks)",
+                      "traps: >= 20x (isotropic), 5.75x (v-only)"))
     print(reconcile(family.path).summary())
     import warnings
 
     from interp.plots.forks import fork_escapes
     from interp.sweeps.forks import forks
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_folder(args.out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reference = "full_batch" if "full_batch" in set(table["arm"]) else "minibatch"
@@ -198,5 +265,5 @@ if __name__ == "__main__":
     try:
         main()
     except InterpError as e:  # bad input: one line, exit status 2, as the CLI
-        print(f"error: {e}", file=sys.stderr)
+        print(f"relapse_depth.py: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -255,7 +255,10 @@ def lead_definitions(fits: Fits, table: pd.DataFrame | None = None) -> list[dict
         else:
             row.update(n_used=share.n_used, mean=share.mean, mean_ci=share.mean_ci, author_statistic=share.author_values,
                        per_k={int(r.k): float(r.mean) for r in share.per_k.itertuples()})
-            if math.isfinite(share.slope):
+            n_k = len(share.per_k)
+            if n_k < 3:  # a slope through two values of K has no interval worth the name (one df: +-1e14)
+                row["trend_note"] = f"needs at least 3 values of K, has {n_k}"
+            elif math.isfinite(share.slope):
                 row.update(slope=share.slope, slope_ci=share.ci, sign=share.sign)
             else:
                 row["trend_note"] = share.method
