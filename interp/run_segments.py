@@ -16,20 +16,33 @@ Torch is imported only to describe the current environment.
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
 
 from interp.errors import InterpError
 from interp.files import atomic_write_json
 from interp.run_layout import RUN_FILE
 
 SEGMENTS = "segments"
+PACKAGES = ("interp", "torch", "transformer-lens", "numpy", "safetensors", "pandas")
 COMPARED = ("torch", "transformer-lens", "interp")  # the versions that change a training step's floats
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
 
 
 def current(from_step: int, device: str, threads: int) -> dict:
     """This process's segment, starting at `from_step`, on `device` with `threads` torch threads."""
     import torch
-
-    from interp.runs import package_versions
 
     kind = torch.device(device).type
     out = {"from_step": int(from_step), "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -80,13 +93,10 @@ def _start_segment(run, start: int) -> tuple[dict | None, str]:
         return own, "its last segment"
     block = run.fork
     if block is not None and start == block.get("parent_step"):  # a fork's first training: its parent's state
-        from interp.runs import Run
-
-        try:
-            parent = Run.open(block["parent"])
-        except (InterpError, KeyError, TypeError):
+        parent = _parent_info(run)
+        if parent is None:
             return None, ""
-        return covering(segments(parent.info), start), f"its parent's (at step {start})"
+        return covering(segments(parent), start), f"its parent's (at step {start})"
     return covering(segments(run.info), start), "its last segment"
 
 
@@ -94,13 +104,8 @@ def continuation_note(run, start: int, segment: dict) -> str | None:
     """One line when `run`, continued from `start` in `segment`'s environment, is not its bit-exact continuation."""
     block = run.fork
     if block is not None and start == block.get("parent_step"):
-        from interp.runs import Run
-
-        try:
-            imported = Run.open(block["parent"]).imported
-        except (InterpError, KeyError, TypeError):
-            imported = None
-        if imported is not None:
+        imported = (_parent_info(run) or {}).get("imported")
+        if isinstance(imported, dict):
             return (f"interp: note: {run.path} continues a run trained elsewhere ({imported.get('format')}, imported "
                     f"from {imported.get('path')}) from step {start}: with interp's training step and batch stream, "
                     f"not the source's, so not its exact continuation")
@@ -130,13 +135,20 @@ def record(run, segment: dict) -> None:
 def _parent_segments(run, before: int) -> list[dict]:
     """The parent's segments that trained the steps before a fork's first (read from its run.json; none when the
     parent cannot be read), marked as the parent's."""
-    from interp.runs import Run
-
-    try:
-        parent = Run.open(run.fork["parent"])
-    except (InterpError, KeyError, TypeError):
+    info = _parent_info(run)
+    if info is None:
         return []
-    return [{**s, "parent": True} for s in segments(parent.info) if s.get("from_step", 0) < before]
+    return [{**s, "parent": True} for s in segments(info) if s.get("from_step", 0) < before]
+
+
+def _parent_info(run) -> dict | None:
+    """A fork's parent's run.json as read (None when it cannot be read): only its segments and `imported` block
+    are used here, so the parent is not opened as a Run (no circle with interp.runs)."""
+    try:
+        info = json.loads((Path(run.fork["parent"]) / RUN_FILE).read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return info if isinstance(info, dict) else None
 
 
 SEGMENTS_HASH = "segments_sha256"

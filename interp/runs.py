@@ -33,36 +33,24 @@ import bisect
 import datetime as _dt
 import json
 import math
-import platform
 import re
-from importlib import metadata
 from pathlib import Path
 
 from interp import metrics_log
 from interp.errors import InterpError
 from interp.files import (WriterLock, append_line, atomic_write_bytes, atomic_write_json, remove_temporaries, sha256_bytes)
 from interp.presentable import html
+from interp.run_segments import package_versions
 from interp.spec import VOCAB_SIZE, RunSpec, spec_sha256
 
 from interp.run_layout import (CACHE_DIR, CHECKPOINT_DIR, FORMAT, HISTORY_FILE, LOCK_FILE,  # noqa: F401 - re-exported
                                MANIFEST_FILE, METRICS_FILE, RESUME_FILE, RUN_FILE, STATE_DIR, STATUS_FILE, TASK_FILE,
                                check_new_folder, fork_sha256)
 
-PACKAGES = ("interp", "torch", "transformer-lens", "numpy", "safetensors", "pandas")
 # the files that mark a folder of runs (`interp.forks.family.FAMILY_FILE`, `interp.sweeps.sweep.SWEEP_FILE`), named
 # when such a folder is opened as a run
 COLLECTIONS = (("forks.json", "a fork family", "interp fork status"), ("sweep.json", "a sweep", "interp sweep status"))
 STATES = ("done", "failed", "interrupted")
-
-
-def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
 
 
 def _read_json(path: Path, what: str):
