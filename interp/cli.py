@@ -53,10 +53,12 @@ NO_FLAG = ("source",)  # spec fields no command line sets: a task's source is wh
 
 def _add_override_flags(parser: argparse.ArgumentParser) -> None:
     """One --flag per spec field (`--k`, `--n-bases`, `--lr`, `--d-model`, ...)."""
-    from interp.spec import ACT_FNS, CHECKPOINT_DTYPES, DIRECTIONS, PRECISIONS, SCHEDULES, ModelSpec, TaskSpec, TrainSpec
+    from interp.spec import (ACT_FNS, CHECKPOINT_DTYPES, DIRECTIONS, OPTIMIZERS, PRECISIONS, SCHEDULES, ModelSpec,
+                             TaskSpec, TrainSpec)
 
     choices = {"direction": list(DIRECTIONS), "schedule": list(SCHEDULES), "act_fn": list(ACT_FNS),
-               "checkpoint_dtype": list(CHECKPOINT_DTYPES), "precision": list(PRECISIONS)}
+               "checkpoint_dtype": list(CHECKPOINT_DTYPES), "precision": list(PRECISIONS),
+               "optimizer": list(OPTIMIZERS)}
     types = {"int": int, "float": float, "str": str, "int | None": _optional(int),
              "float | None": _optional(float)}
     parser.add_argument("--seed", type=int, help="one seed for data, initialisation and batch order")
@@ -71,13 +73,33 @@ def _add_override_flags(parser: argparse.ArgumentParser) -> None:
             else:
                 group.add_argument(flag, dest=f.name, type=types[f.type], choices=choices.get(f.name),
                                    metavar=f.name.upper() if f.name not in choices else None)
+            if f.name == "beta2":
+                group.add_argument("--betas", dest="betas", type=_betas, metavar="B1,B2",
+                                   help="--beta1 and --beta2 at once (Adam's moments; RMSProp's alpha is B2)")
+
+
+def _betas(text: str) -> tuple[float, float]:
+    """--betas B1,B2: two numbers (each checked by the spec)."""
+    parts = text.split(",")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        return float(parts[0]), float(parts[1])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give two numbers B1,B2 (e.g. 0.9,0.999), got {text!r}") from None
 
 
 def _overrides(args: argparse.Namespace) -> dict:
     from interp.spec import override_names
 
-    return {name: getattr(args, name) for name in override_names()
-            if getattr(args, name, None) is not None}
+    out = {name: getattr(args, name) for name in override_names() if getattr(args, name, None) is not None}
+    betas = getattr(args, "betas", None)
+    if betas is not None:
+        for name, value in zip(("beta1", "beta2"), betas):
+            if name in out and out[name] != value:
+                raise InterpError(f"--betas {betas[0]},{betas[1]} and --{name} {out[name]} disagree; give one")
+            out[name] = value
+    return out
 
 
 # ---------------------------------------------------------------------------- train

@@ -52,15 +52,16 @@ def modules(names: Iterable[str]) -> list[str]:
 
 @torch.no_grad()
 def adam_stats(slots: Iterable[tuple[str, torch.Tensor, torch.Tensor, float]], beta1: float, beta2: float,
-               eps: float) -> dict[str, float]:
+               eps: float, bias_correction: bool = True) -> dict[str, float]:
     """`eff_step.<module>` and `v_mean.<module>` from (name, exp_avg, exp_avg_sq, step) per parameter.
-    A parameter at step 0 (no update yet) has no bias-corrected moments: its modules are left out."""
+    A parameter at step 0 (no update yet) has no bias-corrected moments: its modules are left out. Without
+    `bias_correction` (an Adam that divides the raw moments, interp.optimizers) m_hat, v_hat are the raw m, v."""
     sums: dict[str, list] = {}
     for name, m, v, t in slots:
         if t <= 0:
             continue
-        m_hat = m.double() / (1 - beta1**t)
-        v_hat = v.double() / (1 - beta2**t)
+        m_hat = m.double() / ((1 - beta1**t) if bias_correction else 1.0)
+        v_hat = v.double() / ((1 - beta2**t) if bias_correction else 1.0)
         ratio_sq = (m_hat / (v_hat.sqrt() + eps)).square().sum()
         for key in (module_of(name), ALL):
             acc = sums.setdefault(key, [torch.zeros((), dtype=torch.float64, device=m.device)] * 2 + [0])
@@ -79,8 +80,11 @@ def adam_stats(slots: Iterable[tuple[str, torch.Tensor, torch.Tensor, float]], b
 
 
 def optimizer_columns(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, float]:
-    """The columns of `model`'s live AdamW state (empty before the first step)."""
+    """The columns of `model`'s live Adam state (empty before the first step, and for SGD or RMSProp, which keep no
+    Adam moments)."""
     group = optimizer.param_groups[0]
+    if "betas" not in group:
+        return {}
     beta1, beta2 = group["betas"]
 
     from interp.model import tl_named_parameters  # checkpoint names on either TransformerLens
@@ -91,15 +95,17 @@ def optimizer_columns(model: torch.nn.Module, optimizer: torch.optim.Optimizer) 
             if state and "exp_avg" in state:
                 yield name, state["exp_avg"], state["exp_avg_sq"], float(state["step"])
 
-    return adam_stats(slots(), beta1, beta2, group["eps"])
+    return adam_stats(slots(), beta1, beta2, group["eps"], group.get("bias_correction", True))
 
 
 def state_columns(param_names: list[str], optimizer_state: dict) -> dict[str, float]:
     """The columns of a saved AdamW state_dict (`ResumeState.optimizer`), whose integer keys follow
     `param_names` (the model's parameter order, as `torch.optim` numbers them)."""
     group = optimizer_state["param_groups"][0]
+    if "betas" not in group:
+        return {}
     beta1, beta2 = group["betas"]
     state = optimizer_state["state"]
     slots = ((name, state[i]["exp_avg"], state[i]["exp_avg_sq"], float(state[i]["step"]))
              for i, name in enumerate(param_names) if i in state and "exp_avg" in state[i])
-    return adam_stats(slots, beta1, beta2, group["eps"])
+    return adam_stats(slots, beta1, beta2, group["eps"], group.get("bias_correction", True))

@@ -35,6 +35,11 @@ ACT_FNS = ("gelu", "gelu_new", "relu", "silu")
 SCHEDULES = ("constant", "cosine")
 CHECKPOINT_DTYPES = ("float32", "float16", "bfloat16")
 PRECISIONS = ("float32", "bf16")  # the training step's arithmetic (interp.precision)
+# TrainSpec.optimizer (interp.optimizers, docs/runs.md "Optimizers"): AdamW (decoupled weight decay, the paper's), Adam
+# with weight decay as an L2 term of the gradient (coupled), Adam without weight decay, SGD, RMSProp
+OPTIMIZERS = ("adamw", "adam-l2", "adam", "sgd", "rmsprop")
+ADAM_FAMILY = ("adamw", "adam-l2", "adam")
+OPTIMIZER_FIELDS = ("optimizer", "momentum", "eps", "bias_correction")  # TrainSpec's, written only when set
 TASK_SOURCES = ("generated", "tables")  # TaskSpec.source
 
 
@@ -258,7 +263,8 @@ class TrainSpec(_Section):
     """Optimiser, schedule, evaluation cadence and checkpoint policy (the paper's defaults)."""
 
     SECTION = "train"
-    OMITTED_AT = {"precision": "float32"}  # written only when bf16
+    # written only when set: a run made before these fields hashes as it did
+    OMITTED_AT = {"precision": "float32", "optimizer": "adamw", "momentum": 0.0, "eps": 1e-8, "bias_correction": True}
 
     steps: int = 20000
     lr: float = 1e-3
@@ -287,6 +293,12 @@ class TrainSpec(_Section):
     precision: str = "float32"  # "bf16": the training step's forward and backward under bfloat16 autocast
     # (float32 master weights, AdamW state, evaluation and checkpoints; interp.precision); omitted
     # from to_dict when "float32"
+    optimizer: str = "adamw"  # one of OPTIMIZERS (interp.optimizers): beta1/beta2 are Adam's moments' decays, beta2
+    # is RMSProp's smoothing constant (alpha); weight_decay is decoupled for adamw, an L2 term of the gradient for the
+    # others (refused for adam, which has none)
+    momentum: float = 0.0  # SGD's and RMSProp's momentum (0: none); Adam's first moment is beta1
+    eps: float = 1e-8  # added to the root of the second moment (Adam, RMSProp)
+    bias_correction: bool = True  # Adam's 1 - beta^t corrections of both moments; False: the raw moments
 
     def validate(self) -> None:
         check_int("steps", self.steps, minimum=1)
@@ -316,6 +328,27 @@ class TrainSpec(_Section):
             raise InterpError(
                 f"unknown checkpoint_dtype {self.checkpoint_dtype!r}; allowed: {', '.join(CHECKPOINT_DTYPES)}"
             )
+        self._validate_optimizer()
+
+    def _validate_optimizer(self) -> None:
+        """The optimizer and the settings it takes: a setting another optimizer owns is refused, not ignored."""
+        if self.optimizer not in OPTIMIZERS:
+            raise InterpError(f"unknown optimizer {self.optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+        check_float("momentum", self.momentum, low=0, high=1, high_open=True)
+        check_float("eps", self.eps, low=0, low_open=True)
+        _check_bool("bias_correction", self.bias_correction)
+        name = self.optimizer
+        if name in ADAM_FAMILY and self.momentum:
+            raise InterpError(f"momentum {self.momentum} is SGD's and RMSProp's; optimizer {name}'s first moment "
+                              f"decays with beta1 (--beta1, or --betas B1,B2)")
+        if name not in ADAM_FAMILY and not self.bias_correction:
+            raise InterpError(f"--no-bias-correction applies to Adam's moments; optimizer {name} has none "
+                              f"(allowed with: {', '.join(ADAM_FAMILY)})")
+        if name == "sgd" and self.eps != 1e-8:
+            raise InterpError(f"eps {self.eps} is Adam's and RMSProp's; optimizer sgd divides by nothing")
+        if name == "adam" and self.weight_decay:
+            raise InterpError(f"optimizer adam takes no weight decay (got {self.weight_decay}): give --weight-decay 0, "
+                              f"or --optimizer adam-l2 (weight decay as an L2 term of the gradient) or adamw (decoupled)")
 
     def lr_at(self, step: int) -> float:
         """Learning rate used for optimizer step `step` (1-based)."""
@@ -328,6 +361,23 @@ class TrainSpec(_Section):
         floor = self.min_lr_ratio * self.lr
         return floor + (self.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
+
+def describe_optimizer(spec: TrainSpec) -> str:
+    """One line naming the optimizer and the settings it takes, e.g. 'sgd (momentum 0.9, weight decay 0.01 as L2)'."""
+    name, parts = spec.optimizer, []
+    if name in ADAM_FAMILY:
+        parts.append(f"betas {spec.beta1},{spec.beta2}")
+        if not spec.bias_correction:
+            parts.append("no bias correction")
+    if name == "rmsprop":
+        parts.append(f"alpha {spec.beta2}")
+    if name in ("sgd", "rmsprop") and spec.momentum:
+        parts.append(f"momentum {spec.momentum}")
+    if name != "sgd" and spec.eps != 1e-8:
+        parts.append(f"eps {spec.eps}")
+    if spec.weight_decay:
+        parts.append(f"weight decay {spec.weight_decay}" + (" decoupled" if name == "adamw" else " as L2"))
+    return name + (f" ({', '.join(parts)})" if parts else "")
 
 
 # ---------------------------------------------------------------------------- the run

@@ -22,15 +22,15 @@ from dataclasses import dataclass
 import torch
 
 from interp.metrics import batch_loss_and_first
+from interp.optimizers import make_optimizer
 from interp.seeding import torch_generator
 from interp.spec import TrainSpec
 
 
-def build_optimizer(model: torch.nn.Module, spec: TrainSpec) -> torch.optim.AdamW:
-    # weight decay applies to every parameter, as torch.optim.AdamW does when given them all
-    return torch.optim.AdamW(
-        model.parameters(), lr=spec.lr, betas=(spec.beta1, spec.beta2), weight_decay=spec.weight_decay
-    )
+def build_optimizer(model: torch.nn.Module, spec: TrainSpec) -> torch.optim.Optimizer:
+    """The spec's optimizer over every parameter of `model` (AdamW by default; interp.optimizers); weight decay
+    applies to every parameter, as torch.optim does when given them all."""
+    return make_optimizer(model.parameters(), spec)
 
 
 class GradientLog:
@@ -78,8 +78,8 @@ class GradientLog:
 
 
 class MinibatchStep:
-    """One AdamW step on a minibatch drawn from `batches`. Returns the batch loss; a loss that
-    is not finite is returned before any update (the caller stops training).
+    """One optimizer step (AdamW unless the spec names another) on a minibatch drawn from `batches`. Returns the
+    batch loss; a loss that is not finite is returned before any update (the caller stops training).
 
     With `log_gradients` (the default) every step adds its gradient, before clipping, to `log`
     (a GradientLog) and `logged()` returns its columns for the metrics row; the benchmark turns

@@ -5,6 +5,7 @@ from __future__ import annotations
 from interp.formatting import fmt
 from interp.names import METRICS
 from interp.runs import Run
+from interp.spec import OPTIMIZER_FIELDS, describe_optimizer
 from interp.transition import GAP_LEAD_NATS, facts, finite, parse_lead_definition
 
 FINAL = METRICS
@@ -36,6 +37,8 @@ def run_summary(run: Run) -> dict:
         "wall_seconds": status.get("wall_seconds"),
     }
     out.update(dict.fromkeys(FACTS))
+    if any(name in spec.train.to_dict() for name in OPTIMIZER_FIELDS):  # not the paper's AdamW: say which
+        out["optimizer"] = describe_optimizer(spec.train)
     block = run.imported
     if block is not None:  # a run made elsewhere: where from, and how finely its log times anything
         gaps = [b - a for a, b in zip(steps, steps[1:])]
@@ -76,6 +79,8 @@ def run_rows(s: dict) -> Rows:
                      f"(t_loss - t) / t_loss = {fmt(s.get('gap_lead'), '.2f')} with t_loss = tau_half, "
                      f"{fmt(s.get('gap_lead_snap'), '.2f')} with the snap (the author's 50% lead)"),
     ]
+    if s.get("optimizer"):
+        rows.insert(2, ("optimizer", s["optimizer"]))
     imported = s.get("imported")
     if imported:
         rows.insert(1, ("imported", f"from {imported['path']} ({imported['format']})"

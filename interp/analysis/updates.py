@@ -14,8 +14,9 @@ as the plain sample estimate over all 2 n_draws updates and as the paired estima
 mean_j ||(u_j1 - u_j2)_perp||^2 / 2 (unbiased from the pairs alone). A plateau held by noise
 shows sqrt(V_perp) >> |mu_par| and snr_par < 1.
 
-The updates are computed with the explicit AdamW of `interp.optimizer` (torch.optim.AdamW's
-arithmetic, batched over draws); gradients one batched backward per minibatch; sums in float64.
+The updates are computed with the explicit AdamW of `interp.optimizers` (torch.optim.AdamW's
+arithmetic, batched over draws; a run trained with another optimizer, docs/runs.md "Optimizers", takes that
+optimizer's step instead); gradients one batched backward per minibatch; sums in float64.
 Nothing is written and the run's state is untouched.
 """
 
@@ -34,7 +35,7 @@ from interp.analysis.common import across_of
 from interp.analysis.hvp import deterministic
 from interp.analysis.registry import Analysis, Need, Option, positive_int
 from interp.errors import InterpError
-from interp.optimizer import adamw_math
+from interp.optimizers import batched_step, kind_of
 from interp.metrics import batch_loss
 from interp.runs import Run
 from interp.seeding import torch_generator
@@ -48,11 +49,11 @@ FULL_CHUNK = 512  # examples per chunk of the full-gradient pass
 
 @dataclass
 class UpdateState:
-    """What the updates are drawn from: a model holding theta, its AdamW (moments and step
+    """What the updates are drawn from: a model holding theta, its optimizer (AdamW: moments and step
     counter; never stepped here), the lr of the next step and the training examples."""
 
     model: nn.Module
-    optimizer: torch.optim.AdamW
+    optimizer: torch.optim.Optimizer
     lr: float
     tokens: Tensor  # [D, T] on the model's device
     loss_pos: tuple[int, ...]
@@ -104,24 +105,16 @@ def full_gradient(st: UpdateState) -> list[Tensor]:
 
 
 @torch.no_grad()
-def adamw_updates(st: UpdateState, grads: list[Tensor]) -> Float[Tensor, "n params"]:
-    """u = theta' - theta of one AdamW step from the state for each of n gradients (per parameter
-    [n, *shape]), flattened in parameter order; the state is untouched."""
-    parts = []
+def one_step_updates(st: UpdateState, grads: list[Tensor]) -> Float[Tensor, "n params"]:
+    """u = theta' - theta of one optimizer step from the state for each of n gradients (per parameter
+    [n, *shape]), flattened in parameter order; the state is untouched (`interp.optimizers.batched_step`: the run's
+    own optimizer's arithmetic, AdamW's unless its spec names another)."""
+    kind, parts = kind_of(st.optimizer), []
     for group in st.optimizer.param_groups:
-        beta1, beta2 = group["betas"]
         for p in group["params"]:
             g = grads[len(parts)]
-            n = g.shape[0]
-            state = st.optimizer.state.get(p) or {}
-            t = int(state["step"]) if "step" in state else 0
-            m = state["exp_avg"] if "exp_avg" in state else torch.zeros_like(p)
-            v = state["exp_avg_sq"] if "exp_avg_sq" in state else torch.zeros_like(p)
-            shape = (n, *p.shape)
-            new = p.detach().expand(shape).clone()
-            adamw_math(new, g, g, m.expand(shape).clone(), v.expand(shape).clone(), t + 1, st.lr, beta1, beta2,
-                       group["eps"], group["weight_decay"])
-            parts.append((new - p.detach()).reshape(n, -1))
+            new = batched_step(kind, group, st.optimizer.state.get(p) or {}, p, g, st.lr)
+            parts.append((new - p.detach()).reshape(g.shape[0], -1))
     return torch.cat(parts, dim=1)
 
 
@@ -129,7 +122,7 @@ def clean_update(st: UpdateState) -> Float[Tensor, " params"]:
     """s: the update the full-training-set gradient would take from the state."""
     with deterministic(st.tokens.device):
         g = full_gradient(st)
-    return adamw_updates(st, [x.unsqueeze(0) for x in g])[0]
+    return one_step_updates(st, [x.unsqueeze(0) for x in g])[0]
 
 
 def update_pairs(st: UpdateState, idx: Int[Tensor, "draws 2 batch"], chunk_pairs: int = CHUNK_PAIRS
@@ -139,7 +132,7 @@ def update_pairs(st: UpdateState, idx: Int[Tensor, "draws 2 batch"], chunk_pairs
         part = idx[lo : lo + chunk_pairs]
         with deterministic(st.tokens.device):
             grads = minibatch_gradients(st, part.reshape(-1, part.shape[-1]))
-        yield adamw_updates(st, grads).view(part.shape[0], 2, -1)
+        yield one_step_updates(st, grads).view(part.shape[0], 2, -1)
 
 
 # ---------------------------------------------------------------------------- statistics

@@ -1,9 +1,9 @@
 """The training step of a fork: its arm's step, and the stepper `interp.train.train` drives.
 
-An arm (`interp.forks.arms`) either takes the parent's minibatch step (torch.optim.AdamW, as
-training does) or defines `gradients`, and then steps with the explicit AdamW of
-`interp.optimizer`, which feeds each moment its own gradient; `ArmStep` hands it the pieces
-(the full gradient g, the measured noise xi, isotropic draws, a minibatch gradient).
+An arm (`interp.forks.arms`) either takes the parent's minibatch step (its optimizer, AdamW unless the spec names
+another, as training does) or defines `gradients`, and then steps with the explicit Adam of
+`interp.optimizer`, which feeds each moment its own gradient (clipped as training clips, where the run
+clips); `ArmStep` hands it the pieces (the full gradient g, the measured noise xi, isotropic draws, a minibatch gradient).
 With `gamma_every` > 0, every step within `gamma_window` steps of the fork also computes the
 shadow update s_t: the step the clean full-batch arm would take from the same parameters, with
 its own moments (started from the arm's at the fork and fed the clean gradient g at every step
@@ -74,6 +74,15 @@ def full_gradient(forward, params: list, tokens, loss_pos, chunk: int = FULL_CHU
     return loss_sum, total
 
 
+@torch.no_grad()
+def clip_like_torch(grads: list, max_norm: float) -> list:
+    """`grads` scaled as torch.nn.utils.clip_grad_norm_ scales the gradients it is given (the global 2-norm, the
+    coefficient max_norm / (norm + 1e-6) clamped at 1): what a parent trained with grad_clip does to g_B."""
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    return [g * coef.to(g.dtype) for g in grads]
+
+
 def _sq_norm(tensors: list) -> torch.Tensor:
     return sum((t.double() ** 2).sum() for t in tensors)
 
@@ -83,8 +92,10 @@ class ArmStep:
     realised-update-power sums since the last call (for the metrics row)."""
 
     def __init__(self, arm: Arm, minibatch_step, forward, model, optimizer, tokens, loss_pos, generators: dict,
-                 batch_size: int, fork_step: int, gamma_every: int, gamma_window: int, device: str):
+                 batch_size: int, fork_step: int, gamma_every: int, gamma_window: int, device: str,
+                 grad_clip: float | None = None):
         self.arm, self.minibatch_step, self.forward, self.optimizer = arm, minibatch_step, forward, optimizer
+        self.grad_clip = grad_clip  # an explicit arm clips each moment's gradient as training clips g_B
         self.tokens, self.loss_pos, self.gen, self.batch_size = tokens, loss_pos, generators, batch_size
         self.fork_step, self.gamma_every, self.gamma_window, self.device = fork_step, gamma_every, gamma_window, device
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -171,6 +182,10 @@ class ArmStep:
                 return loss
             if self.log is not None:
                 self.log.add(g_m, self.optimizer.param_groups[0]["lr"])
+            if self.grad_clip is not None:  # after the log, as the minibatch step logs g_B before clipping
+                g_m, g_v = (clip_like_torch(g_m, self.grad_clip),
+                            None if g_v is g_m else clip_like_torch(g_v, self.grad_clip))
+                g_v = g_m if g_v is None else g_v
             explicit_step(self.optimizer, g_m, g_v)
         else:
             loss = self.minibatch_step(step)
@@ -206,7 +221,8 @@ def build_stepper(run, forward, model, optimizer, tokens, device: str) -> tuple[
     plain = MinibatchStep(forward, model, optimizer, tokens, layout.loss_pos, run.task.size, generators["batches"],
                           tspec, device)
     step = ArmStep(arm, plain, forward, model, optimizer, tokens, layout.loss_pos, generators, tspec.batch_size,
-                   block["parent_step"], block.get("gamma_every", 0), block.get("gamma_window", 0), device)
+                   block["parent_step"], block.get("gamma_every", 0), block.get("gamma_window", 0), device,
+                   grad_clip=tspec.grad_clip)
     return step, generators
 
 

@@ -11,7 +11,10 @@ chunks), xi = (g_B1 - g_B2) / sqrt(2) the measured noise of two independent mini
     isotropic_noise  g plus isotropic Gaussian noise of norm c ||xi|| in both moments
     v_only_noise     first moment g, second moment (g + s xi)^2: noise only in the preconditioner
                      (xi=isotropic: isotropic Gaussian noise of the norm ||xi||, the author's)
-    reset_optimizer  both moments zeroed and the step counter reset, then minibatch
+    m_only_noise     first moment g + s xi, second moment g^2: noise only in the first moment (xi as v_only_noise)
+    reset_optimizer  the optimizer's state zeroed (AdamW: both moments and the step counter), then minibatch
+    optimizer        minibatch with another optimizer (name=adamw|adam-l2|adam|sgd|rmsprop and its settings), its
+                     state fresh: the author's optimizer branch (weights carried, moments started over)
     lr, batch_size, weight_decay   minibatch with that setting changed to `value`
     kick             minibatch after displacing the parameters by eps along the Hessian bottom
                      eigenvector (direction vmin or -vmin) or a random unit direction
@@ -22,7 +25,7 @@ its own (`seedless`: one fork per step in a family) and which batch stream it st
 (`stream`); its place in comparison tables (`order`, else its place in ARMS); the training
 settings it changes (`train_changes`); what it does at the fork (`prepare_params` before the
 model is built, `prepare_optimizer` once the parent's optimizer state is loaded); and at each
-step, `gradients`: an arm that defines it steps with the explicit AdamW on the gradients it
+step, `gradients`: an arm that defines it steps with the explicit Adam on the gradients it
 returns for each moment, the others take the parent's minibatch step (`interp.forks.arm_steps`
 drives both). An instance is the arm with every parameter given, as a fork records it.
 This module imports no torch: the hooks reach tensors only through what they are handed.
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from interp.errors import InterpError
+from interp.spec import ADAM_FAMILY, OPTIMIZERS
 
 DIRECTIONS = ("vmin", "-vmin", "random")
 XI = ("measured", "isotropic")  # v_only_noise's noise: the measured xi, or isotropic of its norm (the author's)
@@ -52,6 +56,7 @@ class Param:
     choices: tuple = ()
     doc: str = ""
     added: bool = False  # added after forks were recorded: left out of `params` at its default (shown in labels)
+    optional: bool = False  # may be left out (default None): then the arm leaves that setting as the parent has it
 
 
 @dataclass
@@ -84,6 +89,7 @@ class Arm:
     seedless: ClassVar[bool] = False  # no random stream of its own: one fork per step, not per seed
     stream: ClassVar[str] = "new"  # "parent": the parent's batch stream; "new": one per fork seed
     order: ClassVar[float | None] = None  # place in comparison tables; None: its place in ARMS
+    fresh_state: ClassVar[bool] = False  # the fork's optimizer starts with an empty state (not the parent's)
 
     def __repr__(self) -> str:
         return f"Arm(name={self.name!r}, params={self.params!r})"
@@ -114,11 +120,11 @@ class Arm:
 
     @property
     def explicit(self) -> bool:
-        """Steps with the explicit AdamW on the gradients of `gradients` (which does not clip)."""
+        """Steps with the explicit Adam on the gradients of `gradients` (clipped as the run clips)."""
         return type(self).gradients is not Arm.gradients
 
     def train_changes(self) -> dict:
-        """The training settings this arm changes (lr, batch_size, weight_decay)."""
+        """The training settings this arm changes (lr, batch_size, weight_decay; the optimizer and its settings)."""
         return {}
 
     def prepare_params(self, start: ForkStart) -> None:
@@ -230,15 +236,69 @@ class VOnlyNoise(Arm):
 
 
 @register
+class MOnlyNoise(Arm):
+    name = "m_only_noise"
+    doc = ("first moment g + s xi, second moment g^2: noise reaches the update only through the first moment (the "
+           "author's construction check: a clean, small v amplifies it); xi=measured (default) or isotropic (the "
+           "author's), as v_only_noise")
+    PARAMS = {"s": Param(float, 1.0, doc="noise scale"),
+              "xi": Param(str, "measured", low=None, choices=XI, doc="measured or isotropic")}
+
+    def gradients(self, step) -> tuple:
+        loss, g = step.full_gradient()
+        xi = step.measured_noise()
+        if self.kwargs["xi"] == "isotropic":
+            xi = step.isotropic(step.sq_norm(xi).sqrt())
+        return loss, g, [a + self.kwargs["s"] * b for a, b in zip(g, xi)], g
+
+
+@register
 class ResetOptimizer(Arm):
     name = "reset_optimizer"
-    doc = "both AdamW moments zeroed and the step counter reset, then minibatch"
+    doc = ("the optimizer's state zeroed (AdamW: both moments and the step counter; SGD, RMSProp: their buffers), "
+           "then minibatch")
 
     def prepare_optimizer(self, optimizer) -> None:
         for slot in optimizer.state.values():
-            slot["step"].zero_()
-            slot["exp_avg"].zero_()
-            slot["exp_avg_sq"].zero_()
+            for value in slot.values():
+                if hasattr(value, "zero_"):
+                    value.zero_()
+
+
+@register
+class SwitchOptimizer(Arm):
+    """The author's optimizer branch (docs/forks.md, "Optimizer branch"): from the fork step on, another optimizer
+    with a fresh state (the step counter, moments and buffers started over; the weights carried). A setting left
+    out is the parent's, except those the new optimizer does not take (Adam has no momentum and `adam` no weight
+    decay; SGD and RMSProp no bias correction, SGD no eps), which go back to their defaults."""
+
+    name = "optimizer"
+    doc = ("minibatch with another optimizer from the fork on, its state fresh: name=adamw|adam-l2|adam|sgd|rmsprop, "
+           "and any of lr, beta1, beta2, momentum, eps, weight_decay, bias_correction=true|false (else the parent's)")
+    PARAMS = {"name": Param(str, None, low=None, choices=OPTIMIZERS, doc="the optimizer"),
+              "lr": Param(float, None, low_open=True, optional=True, doc="lr"),
+              "beta1": Param(float, None, optional=True, doc="Adam's first-moment decay"),
+              "beta2": Param(float, None, optional=True, doc="Adam's second-moment decay, RMSProp's alpha"),
+              "momentum": Param(float, None, optional=True, doc="SGD's and RMSProp's momentum"),
+              "eps": Param(float, None, low_open=True, optional=True, doc="eps"),
+              "weight_decay": Param(float, None, optional=True, doc="weight decay"),
+              "bias_correction": Param(str, None, low=None, choices=("true", "false"), optional=True,
+                                       doc="Adam's bias correction")}
+    fresh_state = True
+
+    def train_changes(self) -> dict:
+        kw = self.kwargs
+        name = kw["name"]
+        out = {"optimizer": name, **{k: kw[k] for k in ("lr", "beta1", "beta2", "momentum", "eps", "weight_decay")
+                                     if k in kw}}
+        if "bias_correction" in kw:
+            out["bias_correction"] = kw["bias_correction"] == "true"
+        defaults = {"momentum": 0.0} if name in ADAM_FAMILY else {"bias_correction": True}
+        if name == "adam":
+            defaults["weight_decay"] = 0.0
+        if name == "sgd":
+            defaults["eps"] = 1e-8
+        return {**defaults, **out}
 
 
 class SettingArm(Arm):
@@ -303,7 +363,7 @@ def kick_direction(parent, step: int, state, direction: str, seed: int) -> dict:
 
 
 # ---------------------------------------------------------------------------- parsing
-def make_arm(name: str, **params) -> Arm:
+def make_arm(name: str, /, **params) -> Arm:
     """An Arm with its parameters checked: a clear error for an unknown arm or parameter, or a bad value."""
     if name not in ARMS:
         raise InterpError(f"unknown arm {name!r}; allowed: {', '.join(ARMS)}")
@@ -315,6 +375,8 @@ def make_arm(name: str, **params) -> Arm:
     out = []
     for key, p in cls.PARAMS.items():
         value = params.get(key, p.default)
+        if value is None and p.optional:
+            continue
         if value is None:
             raise InterpError(f"arm {name} needs {key}= ({p.doc}), e.g. {name}:{key}=...")
         value = _value(name, key, p, value)

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from interp.errors import InterpError
+from interp.spec import ADAM_FAMILY, describe_optimizer
 from interp.forks.arms import Arm, ForkStart, fork_seed, make_arm
 
 # settings a fork may change besides its arm: how it is recorded, never how it trains
@@ -111,10 +112,18 @@ def fork_spec(parent, step: int, arm: Arm, horizon: int, settings: dict | None =
     if "batch_size" in arm.train_changes() and spec.train.batch_size > size:
         raise InterpError(f"arm {arm.label}: the batch is larger than the training set (D = {size} examples); "
                           f"give a batch size of at most {size}")
-    if arm.explicit and spec.train.grad_clip is not None:
-        raise InterpError(f"arm {arm.name} steps on the full gradient with an explicit AdamW, which does not clip: "
-                          f"{parent.path} trains with grad_clip {spec.train.grad_clip}")
+    if arm.explicit and spec.train.optimizer not in ADAM_FAMILY:
+        raise InterpError(f"arm {arm.name} feeds Adam's two moments their own gradients; {parent.path} trains with "
+                          f"{spec.train.optimizer}, which keeps no such moments (the arm applies to the Adam family: "
+                          f"{', '.join(ADAM_FAMILY)})")
     return spec
+
+
+def check_gamma(spec, gamma_every: int) -> None:
+    """Gamma compares each update with the clean shadow's Adam step: refused for a fork trained with SGD or RMSProp."""
+    if gamma_every > 0 and spec.train.optimizer not in ADAM_FAMILY:
+        raise InterpError(f"--gamma-every {gamma_every}: Gamma measures against the clean shadow's Adam update, and "
+                          f"this fork trains with {spec.train.optimizer}; give --gamma-every 0")
 
 
 def fork_block(parent, step: int, arm: Arm, seed: int, horizon: int, gamma_every: int, gamma_window: int,
@@ -130,7 +139,19 @@ def fork_block(parent, step: int, arm: Arm, seed: int, horizon: int, gamma_every
     return {"parent": os.path.abspath(parent.path), "parent_step": step, "parent_checkpoint_sha256": entry["sha256"],
             "parent_spec_sha256": parent.spec_sha256, "parent_steps": schedule_steps,
             "parent_lr": parent.spec.train.lr, "arm": arm.name, "params": arm.kwargs, "seed": seed,
-            "horizon": horizon, "gamma_every": gamma_every, "gamma_window": gamma_window, "state": source}
+            "horizon": horizon, "gamma_every": gamma_every, "gamma_window": gamma_window, "state": source,
+            **switched_optimizer(parent, arm)}
+
+
+def switched_optimizer(parent, arm: Arm) -> dict:
+    """An arm that switches the optimizer records both (the parent's and the fork's, as their specs say them)."""
+    import dataclasses
+
+    changes = arm.train_changes()
+    if "optimizer" not in changes and not arm.fresh_state:
+        return {}
+    after = dataclasses.replace(parent.spec.train, **changes)
+    return {"parent_optimizer": describe_optimizer(parent.spec.train), "optimizer": describe_optimizer(after)}
 
 
 def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0, gamma_every: int = 0,
@@ -153,6 +174,7 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
     step = parent.resolve_step(step)
     check_out(parent, out)
     spec = fork_spec(parent, step, arm, horizon, settings)
+    check_gamma(spec, gamma_every)
     block = fork_block(parent, step, arm, seed, horizon, gamma_every, gamma_window, source or "given")
     check_new_folder(out)
     if state is None:
@@ -165,10 +187,11 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
     model = build_model(spec.model, task.layout.length, VOCAB_SIZE)
     load_params(model, params)
     optimizer = build_optimizer(model, spec.train)
-    opt_state = state.optimizer
-    optimizer.load_state_dict(native_optimizer_state(model, opt_state))  # saved in checkpoint layout (TL 3 or 4)
-    for group in optimizer.param_groups:  # loading restored the parent's; the fork's own apply
-        group["weight_decay"] = spec.train.weight_decay
+    if not arm.fresh_state:  # the parent's state goes on (an optimizer switch starts over, as the author's branch)
+        opt_state = state.optimizer
+        optimizer.load_state_dict(native_optimizer_state(model, opt_state))  # saved in checkpoint layout (TL 3 or 4)
+        for group in optimizer.param_groups:  # loading restored the parent's; the fork's own apply
+            group["weight_decay"] = spec.train.weight_decay
     arm.prepare_optimizer(optimizer)  # a reset
     batches, noise = torch.Generator(), torch.Generator()
     if arm.stream == "parent":

@@ -48,7 +48,8 @@ AT = 30  # the fork step of the arm and gamma forks
 CHUNK = 100  # examples per chunk of the independent full gradient (520 examples; the library uses 512 + 8)
 EPS = 1e-8  # torch.optim.AdamW's default, which training uses
 EVERY_STEP = {"checkpoint_every": 1, "checkpoint_dtype": "float32", "eval_every": 1}
-ARMS = {"full_batch": {}, "measured_noise": {"c": 0.5}, "isotropic_noise": {"c": 0.5}, "v_only_noise": {}}
+ARMS = {"full_batch": {}, "measured_noise": {"c": 0.5}, "isotropic_noise": {"c": 0.5}, "v_only_noise": {},
+        "m_only_noise": {"s": 0.5}}
 
 
 def _spec(**overrides):
@@ -167,6 +168,8 @@ def _expected(run: Run, start, arm: str, params: dict) -> dict[str, tuple]:
         iso = _isotropic(run, start, params["c"] * math.sqrt(_sq(xi.values())))
         noisy = {n: g[n] + iso[n] for n in g}
         return _adamw(run, start, noisy, noisy, lr)
+    if arm == "m_only_noise":  # the noise in the first moment only, the second fed the clean g
+        return _adamw(run, start, {n: g[n] + params["s"] * xi[n] for n in g}, g, lr)
     assert arm == "v_only_noise"
     return _adamw(run, start, g, {n: g[n] + params.get("s", 1.0) * xi[n] for n in g}, lr)
 
