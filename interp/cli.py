@@ -53,14 +53,14 @@ NO_FLAG = ("source",)  # spec fields no command line sets: a task's source is wh
 
 def _add_override_flags(parser: argparse.ArgumentParser) -> None:
     """One --flag per spec field (`--k`, `--n-bases`, `--lr`, `--d-model`, ...)."""
-    from interp.spec import (ACT_FNS, CHECKPOINT_DTYPES, DIRECTIONS, OPTIMIZERS, PRECISIONS, SCHEDULES, ModelSpec,
-                             TaskSpec, TrainSpec)
+    from interp.spec import (ACT_FNS, CHECKPOINT_DTYPES, DIRECTIONS, HOLDOUT_BY, OPTIMIZERS, PRECISIONS, SCHEDULES,
+                             SELECTORS, ModelSpec, TaskSpec, TrainSpec)
 
     choices = {"direction": list(DIRECTIONS), "schedule": list(SCHEDULES), "act_fn": list(ACT_FNS),
                "checkpoint_dtype": list(CHECKPOINT_DTYPES), "precision": list(PRECISIONS),
-               "optimizer": list(OPTIMIZERS)}
+               "optimizer": list(OPTIMIZERS), "holdout_by": list(HOLDOUT_BY), "selector": list(SELECTORS)}
     types = {"int": int, "float": float, "str": str, "int | None": _optional(int),
-             "float | None": _optional(float)}
+             "float | None": _optional(float), "str | None": _optional(str)}
     parser.add_argument("--seed", type=int, help="one seed for data, initialisation and batch order")
     for title, cls in (("task", TaskSpec), ("model", ModelSpec), ("training", TrainSpec)):
         group = parser.add_argument_group(f"{title} overrides (default: the preset's value)")

@@ -27,7 +27,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interp.fastpath import run_tree, usable
-from interp.names import METRICS
+from interp.names import HIERARCHY_GAPS, METRICS
 from interp.task import Task
 
 Model = Callable[[Tensor], Tensor]
@@ -134,7 +134,8 @@ def evaluate_examples(
     alt_selector: Int[Tensor, " n"] | None = None,
     chunk_size: int = DEFAULT_CHUNK,
 ) -> dict[str, Tensor]:
-    """Every per-example metric of PER_EXAMPLE for the examples `idx` (NaN where undefined).
+    """Every per-example metric of PER_EXAMPLE for the examples `idx` (NaN where undefined), and for a task with
+    a hierarchy its two shuffle gaps (`hierarchy_gaps`).
 
     `alt_selector` is the z' of the shuffle gaps; it must never equal the example's own
     selector (draw it with `task.other_selectors`).
@@ -149,7 +150,37 @@ def evaluate_examples(
     if task.has_selector and alt_selector is not None:
         logp, _, first = output_logprobs(model, task.with_selector(idx, alt_selector), layout.loss_pos, chunk_size)
         shuffled = (logp, first)
-    return assemble(task, idx, cand=cand, own=own, shuffled=shuffled)
+    out = assemble(task, idx, cand=cand, own=own, shuffled=shuffled)
+    if task.spec.hierarchy is not None and alt_selector is not None:
+        out.update(hierarchy_gaps(model, task, idx, alt_selector, out["loss_first"], chunk_size))
+    return out
+
+
+def hierarchy_selectors(task: Task, idx: Int[Tensor, " n"],
+                        alt_selector: Int[Tensor, " n"]) -> tuple[Int[Tensor, " n"], Int[Tensor, " n"]]:
+    """(z1 swapped, z2 swapped): for each example the selector with only its cluster character z1 changed (another
+    cluster, same within-cluster character), and the one with only z2 changed; the other cluster (character) is
+    taken from the example's random z' (`alt_selector`), so it is uniform-like over the K1 - 1 (K2 - 1) others."""
+    k1, k2 = task.spec.hierarchy_factors
+    own = task.selector_id[idx]
+    c, t = own // k2, own % k2
+    c_alt = (c + 1 + alt_selector % (k1 - 1)) % k1
+    t_alt = (t + 1 + alt_selector % (k2 - 1)) % k2
+    return c_alt * k2 + t, c * k2 + t_alt
+
+
+def hierarchy_gaps(model: Model, task: Task, idx: Int[Tensor, " n"], alt_selector: Int[Tensor, " n"],
+                   loss_first: Float[Tensor, " n"], chunk_size: int = DEFAULT_CHUNK) -> dict[str, Tensor]:
+    """The hierarchy's two shuffle gaps (`TaskSpec.hierarchy`; names.HIERARCHY_GAPS): the first-token loss with z1
+    alone swapped (another cluster), and with z2 alone swapped (another candidate of the same cluster), less the
+    clean first-token loss. The plateau at log K2 shows z1 read and z2 not: gap_z1 > 0, gap_z2 ~ 0."""
+    layout = task.layout
+    target_first = task.tokens[idx, layout.decision_pos + 1]
+    out = {}
+    for name, alt in zip(HIERARCHY_GAPS, hierarchy_selectors(task, idx, alt_selector)):
+        _, _, first = output_logprobs(model, task.with_selector(idx, alt), layout.loss_pos, chunk_size)
+        out[name] = first_token_nll(first, target_first) - loss_first
+    return out
 
 
 def check_alt_selector(task: Task, idx: Int[Tensor, " n"], alt_selector: Int[Tensor, " n"] | None) -> None:
@@ -183,9 +214,13 @@ def assemble(
         own_index = correct.view(n, 1, 1).expand(n, 1, logp.shape[-1])
         own_logp = logp.gather(1, own_index).squeeze(1)
         own_hit = hit.gather(1, own_index).squeeze(1)
-        cand_first = task.candidates(idx)[:, :, 0]
         out["loss_cand"] = candidate_nll(scores, correct)
-        out["loss_cand_first"] = candidate_nll(first_logits.gather(-1, cand_first), correct)
+        prefix = task.spec.unique_prefix
+        if prefix == 1:
+            cand_first = task.candidates(idx)[:, :, 0]
+            out["loss_cand_first"] = candidate_nll(first_logits.gather(-1, cand_first), correct)
+        else:  # the candidates differ in their first `prefix` characters, which are scored together
+            out["loss_cand_first"] = candidate_nll(logp[:, :, :prefix].sum(-1), correct)
         out["acc_cand"] = (scores.argmax(-1) == correct).float()
     else:
         own_logp, own_hit, first_logits = own

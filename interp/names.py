@@ -17,6 +17,12 @@ METRICS = (
     "acc_exact",
 )
 
+# a held-out split's metrics (TaskSpec.holdout_fraction): the same metrics on the pairs never trained on, logged
+# beside the others under this prefix ("heldout_loss_cand")
+HELDOUT_PREFIX = "heldout_"
+# the hierarchy's shuffle gaps (TaskSpec.hierarchy): z1 (the cluster) or z2 (within it) swapped alone, first token
+HIERARCHY_GAPS = ("shuffle_gap_z1", "shuffle_gap_z2")
+
 _HEAD = re.compile(r"^[Ll](\d+)[Hh](\d+)$")
 
 

@@ -190,7 +190,7 @@ def replay(run, start_state, step: int, progress: bool = False):
         batches.set_state(start_state.generators["batches"])
         start = start_state.step
     forward = training_forward(compiled(model) if tspec.compile else model, tspec.precision, "cpu")
-    stepper = MinibatchStep(forward, model, optimizer, task.tokens, task.layout.loss_pos, task.size, batches, tspec,
+    stepper = MinibatchStep(forward, model, optimizer, task.train_tokens, task.layout.loss_pos, task.n_train, batches, tspec,
                             "cpu")
     was = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)

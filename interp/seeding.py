@@ -14,7 +14,9 @@ import numpy as np
 # "inbatch_shuffle": the permutation of z across the logged training batch (the author's in-batch dz),
 # drawn per step (`step_generator`) so that it never touches the batch stream and a resumed run draws the same.
 BASE_STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "bootstrap", "inbatch_shuffle",
-                "import_check")  # "import_check": the training pairs an import scores its last checkpoint on
+                "import_check",  # "import_check": the training pairs an import scores its last checkpoint on
+                # the task variants' own draws (interp.task), after the task's, and the held-out evaluation subset
+                "hierarchy", "holdout", "label_noise", "eval_heldout")
 _SOURCES: list[Callable[[], Iterable[str]]] = []  # each lists more streams, read whenever they are asked for
 
 

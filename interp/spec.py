@@ -41,6 +41,8 @@ OPTIMIZERS = ("adamw", "adam-l2", "adam", "sgd", "rmsprop")
 ADAM_FAMILY = ("adamw", "adam-l2", "adam")
 OPTIMIZER_FIELDS = ("optimizer", "momentum", "eps", "bias_correction")  # TrainSpec's, written only when set
 TASK_SOURCES = ("generated", "tables")  # TaskSpec.source
+HOLDOUT_BY = ("pair", "base")  # TaskSpec.holdout_by: single (base, selector) pairs, or whole bases with all K
+SELECTORS = ("informative", "constant")  # TaskSpec.selector: "constant": every example's z is one string
 
 
 # ---------------------------------------------------------------------------- checks shared by the specs
@@ -105,7 +107,10 @@ class TaskSpec(_Section):
     """Everything that determines a Task, together with the seed passed to `Task.generate`."""
 
     SECTION = "task"
-    OMITTED_AT = {"selector_groups": None, "source": "generated"}  # set only when given
+    # set only when given: a run made before a field existed hashes as it did (docs/runs.md, "Task variants")
+    OMITTED_AT = {"selector_groups": None, "source": "generated", "unique_prefix": 1, "label_noise": 0.0,
+                  "holdout_fraction": 0.0, "holdout_by": "pair", "hierarchy": None, "selector": "informative",
+                  "reverse": False}
 
     k: int = 10
     n_bases: int = 1000
@@ -118,6 +123,19 @@ class TaskSpec(_Section):
     # (the selector-sharing control, docs/definitions.md "The task"); omitted from to_dict when None
     source: str = "generated"  # "generated": drawn by Task.generate from the seed; "tables": the run folder holds
     # the task's strings (task.safetensors, hash-checked), e.g. a run imported from another generator (docs/import.md)
+    # the author's task variants (docs/runs.md, "Task variants"), each left out of the spec at its default
+    unique_prefix: int = 1  # with unique_first: the K candidates of a base differ in their first `unique_prefix`
+    # characters (2: K up to 36 x 36; the first-token candidate loss is then scored on those characters)
+    label_noise: float = 0.0  # P: each training target replaced, with probability P, by another candidate of the
+    # same base (uniform over the K - 1 others), drawn once from the seed; evaluation reads the clean targets
+    holdout_fraction: float = 0.0  # F: a share of the pairs (or of the bases, holdout_by "base") never trained on;
+    # evaluated on both, the held-out columns prefixed `heldout_`
+    holdout_by: str = "pair"  # "pair" or "base" (whole bases held out with all K of their pairs)
+    hierarchy: str | None = None  # "K1xK2": z1 (the first selector character) picks a cluster of K2 candidates, z2
+    # (the second) one within it; K = K1 K2, len_z = 2. The candidate loss steps log K -> log K2 -> 0
+    selector: str = "informative"  # "constant": every example carries the same z, which then tells nothing
+    reverse: bool = False  # the target before the selector and the base: BOS A SEP z SEP B EOS (bz_to_a only); A is
+    # predicted from BOS alone, so the conditional cannot be learned (the author's reversed layout)
 
     @property
     def dataset_size(self) -> int:
@@ -144,18 +162,27 @@ class TaskSpec(_Section):
             raise InterpError(
                 f"unknown direction {self.direction!r}; allowed: {', '.join(DIRECTIONS)}"
             )
-        if self.k < 2:
-            raise InterpError(f"k must be >= 2 (got {self.k}): K = 1 leaves nothing to disambiguate")
+        if self.k < 1:
+            raise InterpError(f"k must be >= 1 (got {self.k}); K = 1 is the control with nothing to disambiguate")
         if self.n_bases < 1:
             raise InterpError(f"n_bases must be >= 1 (got {self.n_bases})")
         for name in ("len_b", "len_z", "len_a"):
             value = getattr(self, name)
             if not 1 <= value <= MAX_LEN:
                 raise InterpError(f"{name} must be between 1 and {MAX_LEN} (got {value})")
-        if self.unique_first and self.k > N_CHARS:
+        check_int("unique_prefix", self.unique_prefix, minimum=1, maximum=2)
+        if self.unique_prefix > 1 and not self.unique_first:
+            raise InterpError(f"unique_prefix = {self.unique_prefix} makes the candidates differ in their first "
+                              f"{self.unique_prefix} characters: it needs unique first characters (--unique-first)")
+        if self.unique_prefix > self.len_a:
+            raise InterpError(f"unique_prefix = {self.unique_prefix} is longer than the targets (len_a = {self.len_a})")
+        prefixes = N_CHARS**self.unique_prefix
+        if self.unique_first and self.k > prefixes:
             raise InterpError(
-                f"k = {self.k} needs {self.k} distinct first characters per group but the "
-                f"alphabet has {N_CHARS}; use k <= {N_CHARS} or turn off unique first characters"
+                f"k = {self.k} needs {self.k} distinct {'first characters' if self.unique_prefix == 1 else 'prefixes'} "
+                f"per group but there are {prefixes}; use k <= {prefixes}, "
+                + ("--unique-prefix 2 (K up to 1296)" if self.unique_prefix == 1 else "")
+                + " or turn off unique first characters"
             )
         if self.k > N_CHARS**self.len_z:
             raise InterpError(
@@ -173,12 +200,85 @@ class TaskSpec(_Section):
                 f"n_bases * k = {self.dataset_size} targets exceed the {N_CHARS**self.len_a} "
                 f"distinct A strings of length {self.len_a}; increase len_a or shrink the dataset"
             )
-        if self.unique_first and self.n_bases > N_CHARS ** (self.len_a - 1):
+        if self.unique_first and self.n_bases > N_CHARS ** (self.len_a - self.unique_prefix):
             raise InterpError(
-                f"with unique first characters, n_bases = {self.n_bases} may put more targets on "
-                f"one first character than the {N_CHARS ** (self.len_a - 1)} A strings that start "
-                f"with it; increase len_a or lower n_bases"
+                f"with unique {'first characters' if self.unique_prefix == 1 else 'prefixes'}, n_bases = "
+                f"{self.n_bases} may put more targets on one prefix than the "
+                f"{N_CHARS ** (self.len_a - self.unique_prefix)} A strings that start with it; increase len_a or "
+                f"lower n_bases"
             )
+        self._validate_variants()
+
+    def _validate_variants(self) -> None:
+        """The author's task variants: each refused, in one line, where it cannot mean what it says."""
+        check_float("label_noise", self.label_noise, low=0, high=1, high_open=True)
+        if isinstance(self.holdout_fraction, (int, float)) and self.holdout_fraction >= 1:
+            raise InterpError(f"holdout_fraction {self.holdout_fraction} would hold out every pair and leave none to "
+                              f"train on; give a share below 1")
+        check_float("holdout_fraction", self.holdout_fraction, low=0, high=1, high_open=True)
+        _check_bool("reverse", self.reverse)
+        if self.holdout_by not in HOLDOUT_BY:
+            raise InterpError(f"unknown holdout_by {self.holdout_by!r}; allowed: {', '.join(HOLDOUT_BY)}")
+        if self.selector not in SELECTORS:
+            raise InterpError(f"unknown selector {self.selector!r}; allowed: {', '.join(SELECTORS)}")
+        has_z = "z" in DIRECTIONS[self.direction][0]
+        if self.label_noise:
+            if self.k < 2:
+                raise InterpError(f"label_noise {self.label_noise} replaces a target by another candidate of its base; "
+                                  f"k = 1 has none")
+            if DIRECTIONS[self.direction][1] != "A":
+                raise InterpError(f"label_noise needs a direction whose output is a candidate A; {self.direction!r} "
+                                  f"outputs {DIRECTIONS[self.direction][1]}")
+        if self.holdout_fraction:
+            units = self.n_bases if self.holdout_by == "base" else self.dataset_size
+            held = self.held_out_count
+            if held == 0:
+                raise InterpError(f"holdout_fraction {self.holdout_fraction} of {units} "
+                                  f"{'bases' if self.holdout_by == 'base' else 'pairs'} holds out none; give at least "
+                                  f"{1 / units:.3g}")
+        if self.selector != "informative" and not has_z:
+            raise InterpError(f"selector {self.selector!r} needs a direction with a selector z; {self.direction!r} "
+                              f"has none")
+        if self.reverse and self.direction != "bz_to_a":
+            raise InterpError(f"reverse puts the target before z and B: it applies to bz_to_a, not {self.direction!r}")
+        if self.hierarchy is not None:
+            k1, k2 = self.hierarchy_factors
+            if self.selector_groups is not None or self.selector != "informative":
+                raise InterpError("hierarchy builds its own selectors (z1 z2): it cannot be combined with "
+                                  "selector_groups or a constant selector")
+            if not has_z:
+                raise InterpError(f"hierarchy needs a direction with a selector z; {self.direction!r} has none")
+            if self.len_z != 2:
+                raise InterpError(f"hierarchy {self.hierarchy} writes z as two characters (z1, z2): give len_z = 2, "
+                                  f"got {self.len_z}")
+            if k1 + k2 > N_CHARS:
+                raise InterpError(f"hierarchy {self.hierarchy} needs {k1} + {k2} distinct selector characters; the "
+                                  f"alphabet has {N_CHARS}")
+
+    @property
+    def held_out_count(self) -> int:
+        """How many pairs (holdout_by "pair") or bases ("base") are held out: floor(F x their number), the author's."""
+        units = self.n_bases if self.holdout_by == "base" else self.dataset_size
+        return int(math.floor(self.holdout_fraction * units + 1e-9))
+
+    @property
+    def hierarchy_factors(self) -> tuple[int, int]:
+        """(K1, K2) of `hierarchy` "K1xK2", checked: whole numbers >= 2 whose product is k."""
+        text = str(self.hierarchy)
+        parts = text.lower().split("x")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            k1, k2 = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise InterpError(f"hierarchy {text!r}: give K1xK2, two whole numbers (e.g. 5x4)") from None
+        if k1 < 2 or k2 < 2:
+            raise InterpError(f"hierarchy {text!r}: K1 and K2 must both be >= 2 (a level of one cluster or one "
+                              f"candidate is no level)")
+        if k1 * k2 != self.k:
+            raise InterpError(f"hierarchy {text} does not factor k = {self.k}: K1 x K2 = {k1 * k2}; give factors "
+                              f"of {self.k} (e.g. {_factor_hint(self.k)}) or --k {k1 * k2}")
+        return k1, k2
 
     def _validate_selector_groups(self) -> None:
         g = self.selector_groups
@@ -209,6 +309,30 @@ class TaskSpec(_Section):
         lengths = {"A": self.len_a, "B": self.len_b, "z": self.len_z}
         return 1 + sum(lengths[name] + 1 for name in inputs) + lengths[output] + 1
 
+
+
+def describe_task_variants(spec: TaskSpec) -> list[str]:
+    """The task's variants in words (empty for the paper's task): what `interp show` adds to the task row."""
+    out = []
+    if spec.unique_prefix > 1:
+        out.append(f"candidates differ in their first {spec.unique_prefix} characters")
+    if spec.label_noise:
+        out.append(f"label noise {spec.label_noise:g}")
+    if spec.holdout_fraction:
+        unit = "bases" if spec.holdout_by == "base" else "pairs"
+        out.append(f"{spec.held_out_count} {unit} held out ({spec.holdout_fraction:g})")
+    if spec.hierarchy is not None:
+        out.append(f"hierarchy {spec.hierarchy}")
+    if spec.selector != "informative":
+        out.append(f"{spec.selector} selector")
+    if spec.reverse:
+        out.append("reversed layout (A before z and B)")
+    return out
+
+
+def _factor_hint(k: int) -> str:
+    pairs = [f"{a}x{k // a}" for a in range(2, k) if k % a == 0 and k // a >= 2]
+    return ", ".join(pairs[:3]) or "none: k is prime"
 
 
 # ---------------------------------------------------------------------------- model

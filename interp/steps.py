@@ -147,7 +147,7 @@ def minibatch_stepper(run, forward, model, optimizer, tokens, device: str, resum
     """The plain run's stepper: `MinibatchStep` on the run's own batch stream and schedule."""
     spec, task = run.spec, run.task
     batches = torch_generator(spec.seed, "batches")
-    step = MinibatchStep(forward, model, optimizer, tokens, task.layout.loss_pos, task.size, batches, spec.train, device)
+    step = MinibatchStep(forward, model, optimizer, tokens, task.layout.loss_pos, task.n_train, batches, spec.train, device)
     return Stepping(step, {"batches": batches}, spec.train)
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from interp.formatting import fmt
-from interp.names import METRICS
+from interp.names import HELDOUT_PREFIX, HIERARCHY_GAPS, METRICS
 from interp.runs import Run
-from interp.spec import OPTIMIZER_FIELDS, describe_optimizer
-from interp.transition import GAP_LEAD_NATS, facts, finite, parse_lead_definition
+from interp.spec import OPTIMIZER_FIELDS, describe_optimizer, describe_task_variants
+from interp.transition import GAP_LEAD_NATS, facts, finite, hierarchy_facts, parse_lead_definition
 
 FINAL = METRICS
 FACTS = ("plateau_height", "plateau_start", "plateau_end", "tau_half", "tau_window",
@@ -37,6 +37,9 @@ def run_summary(run: Run) -> dict:
         "wall_seconds": status.get("wall_seconds"),
     }
     out.update(dict.fromkeys(FACTS))
+    variants = describe_task_variants(spec.task)
+    if variants:
+        out["task_variants"] = variants
     if any(name in spec.train.to_dict() for name in OPTIMIZER_FIELDS):  # not the paper's AdamW: say which
         out["optimizer"] = describe_optimizer(spec.train)
     block = run.imported
@@ -49,6 +52,17 @@ def run_summary(run: Run) -> dict:
         return out
     for name in FINAL:
         out[f"final_{name}"] = finite(series[name][-1])
+    if not run.log_k > 0:  # K = 1: what there is to time is the full loss's fall (exact match)
+        out["exact_99"] = next((st for st, v in zip(evaluated, series["acc_exact"])
+                                if finite(v) is not None and v >= 0.99), None)
+    if spec.task.holdout_fraction:  # the pairs never trained on, evaluated beside the others
+        held = run.metric_series(*(HELDOUT_PREFIX + name for name in FINAL))
+        out["heldout"] = {"count": spec.task.held_out_count, "by": spec.task.holdout_by,
+                          **{name: finite(held[HELDOUT_PREFIX + name][-1]) for name in FINAL}}
+    if spec.task.hierarchy is not None:
+        stair = run.metric_series("loss_cand", *HIERARCHY_GAPS)
+        out["hierarchy"] = hierarchy_facts(stair["step"], stair["loss_cand"], *(stair[n] for n in HIERARCHY_GAPS),
+                                           *spec.task.hierarchy_factors)
     found = facts(run)  # derived once per version of the metrics log
     out.update({key: getattr(found, key) for key in FACTS})
     return out
@@ -61,11 +75,11 @@ def run_rows(s: dict) -> Rows:
     """A run summary (`run_summary`) as (label, text) rows: the one rendering of `interp show`,
     `interp train`, `interp analyze` and the report."""
     lk = s["log_k"]
-    ratio = None if s.get("final_loss_cand") is None else s["final_loss_cand"] / lk
+    ratio = None if s.get("final_loss_cand") is None or not lk > 0 else s["final_loss_cand"] / lk
     rows = [
         ("run", s["path"]),
         ("task", f"{s['direction']}  K={s['k']}  n_bases={s['n_bases']}  D={s['dataset_size']}  "
-                 f"seed={s['seed']}  log K={lk:.4f}"),
+                 f"seed={s['seed']}  log K={lk:.4f}" + "".join(f"; {v}" for v in s.get("task_variants") or [])),
         ("saved", f"{s['n_checkpoints']} checkpoints, steps {fmt(s['first_step'])}..{fmt(s['last_step'])} "
                   f"(planned {s['planned_steps']}, last evaluated {fmt(s['last_evaluated'])})"),
         ("plateau", f"Lc / log K = {fmt(s['plateau_height'], '.4f')}; within 5% of log K with dz < 0.05 "
@@ -81,6 +95,11 @@ def run_rows(s: dict) -> Rows:
     ]
     if s.get("optimizer"):
         rows.insert(2, ("optimizer", s["optimizer"]))
+    if not lk > 0:  # K = 1, the control: no candidate ambiguity, so nothing of the plateau to report
+        at = [label for label, _ in rows].index("plateau")
+        rows = [r for r in rows if r[0] not in ("plateau", "tau", "gap lead")]
+        rows.insert(at, ("control", f"K = 1: nothing to disambiguate (log K = 0), so no plateau, tau or shuffle gap; "
+                                    f"exact match >= 0.99 from step {fmt(s.get('exact_99'), none='never')}"))
     imported = s.get("imported")
     if imported:
         rows.insert(1, ("imported", f"from {imported['path']} ({imported['format']})"
@@ -91,6 +110,22 @@ def run_rows(s: dict) -> Rows:
                            "; its metrics log is interp's own, carried over" if imported["log"] == "carried" else "")
                         + (f"; {len(imported['notes'])} notes on what is not exact (interp show --json)"
                            if imported["notes"] else "")))
+    held = s.get("heldout")
+    if held:
+        held_ratio = None if held["loss_cand"] is None or not lk > 0 else held["loss_cand"] / lk
+        rows.append(("held out", f"{held['count']} {'bases' if held['by'] == 'base' else 'pairs'} never trained on: "
+                                 f"Lc / log K = {fmt(held_ratio, '.4f')}, "
+                                 f"candidate acc = {fmt(held['acc_cand'], '.3f')}, exact match = "
+                                 f"{fmt(held['acc_exact'], '.3f')} (the last evaluation)"))
+    stair = s.get("hierarchy")
+    if stair:
+        span = stair["steps_at_log_k2"]
+        rows.append(("hierarchy", f"K1 x K2 = {stair['k1']} x {stair['k2']}: z1 gap > {GAP_LEAD_NATS:g} nats from step "
+                                  f"{fmt(stair['z1_onset'], none='never')}, z2 gap from {fmt(stair['z2_onset'], none='never')}; "
+                                  f"Lc reached log K2 at {fmt(stair['reached_log_k2'], none='never')} and stayed within 5% of "
+                                  f"it for {stair['evaluations_at_log_k2']} evaluations"
+                                  + (f" ({span[0]}..{span[1]})" if span else "")
+                                  + f"; below 0.05 log K2 at {fmt(stair['solved'], none='never')}"))
     if s.get("final_loss") is not None:
         rows.append(("final", f"Lc / log K = {fmt(ratio, '.4f')}, dz = {fmt(s.get('final_shuffle_gap'), '.3f')} nats, "
                               f"candidate acc = {fmt(s.get('final_acc_cand'), '.3f')}, "

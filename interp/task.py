@@ -63,6 +63,8 @@ class Layout:
 
 
 def build_layout(spec: TaskSpec) -> Layout:
+    if spec.reverse:
+        return _reversed_layout(spec)
     inputs, output = DIRECTIONS[spec.direction]
     lengths = {"A": spec.len_a, "B": spec.len_b, "z": spec.len_z}
     segments: dict[str, tuple[int, int]] = {"BOS": (0, 1)}
@@ -86,6 +88,16 @@ def build_layout(spec: TaskSpec) -> Layout:
         output_pos=tuple(range(decision + 1, pos)),
         segments=segments,
     )
+
+
+def _reversed_layout(spec: TaskSpec) -> Layout:
+    """BOS A SEP z SEP2 B EOS (`TaskSpec.reverse`): the target comes first and is predicted from BOS alone; the
+    scored outputs are A and the SEP after it (which closes A as EOS does in the forward layout)."""
+    a, z, b = spec.len_a, spec.len_z, spec.len_b
+    segments = {"BOS": (0, 1), "A": (1, 1 + a), "SEP": (1 + a, 2 + a), "z": (2 + a, 2 + a + z),
+                "SEP2": (2 + a + z, 3 + a + z), "B": (3 + a + z, 3 + a + z + b), "EOS": (3 + a + z + b, 4 + a + z + b)}
+    return Layout(length=4 + a + z + b, decision_pos=0, z_pos=tuple(range(*segments["z"])),
+                  output_pos=tuple(range(1, 2 + a)), segments=segments)
 
 
 def _digits(codes: np.ndarray, length: int) -> np.ndarray:
@@ -144,22 +156,51 @@ def _targets(rng: np.random.Generator, spec: TaskSpec) -> np.ndarray:
     n, k, length = spec.n_bases, spec.k, spec.len_a
     if not spec.unique_first:
         return _distinct_strings(rng, n * k, length).reshape(n, k, length)
-    # K distinct first characters per group: the first K of a random permutation per group.
-    first = np.argsort(rng.random((n, N_CHARS)), axis=1)[:, :k]
-    rows = np.concatenate(
-        [first.reshape(-1, 1), rng.integers(0, N_CHARS, size=(n * k, length - 1))], axis=1
-    )
+    p = spec.unique_prefix
+    # K distinct first characters (prefixes of p characters) per group: the first K of a random permutation per group
+    first = np.argsort(rng.random((n, N_CHARS**p)), axis=1)[:, :k]
+    head = first.reshape(-1, 1) if p == 1 else _digits(first.reshape(-1), p)
+    rows = np.concatenate([head, rng.integers(0, N_CHARS, size=(n * k, length - p))], axis=1)
     for _ in range(10000):
         dup = _first_duplicates(rows)
         if not dup.any():
             return rows.reshape(n, k, length)
-        if length == 1:
+        if length == p:
             break
-        rows[dup, 1:] = rng.integers(0, N_CHARS, size=(int(dup.sum()), length - 1))
+        rows[dup, p:] = rng.integers(0, N_CHARS, size=(int(dup.sum()), length - p))
     raise InterpError(
         f"could not make {n * k} distinct targets of length {length} with unique first "
-        f"characters; increase len_a"
+        f"{'characters' if p == 1 else f'{p}-character prefixes'}; increase len_a"
     )
+
+
+def _hierarchy_selectors(rng: np.random.Generator, spec: TaskSpec) -> np.ndarray:
+    """[K, 2] character indices of `TaskSpec.hierarchy` K1xK2: selector i = c K2 + t is z1 = the c-th of K1 cluster
+    characters and z2 = the t-th of K2 within-cluster characters, the K1 + K2 drawn distinct from the seed (the
+    author's uses the alphabet's first K1 and next K2). Cluster c holds candidates c K2 .. (c + 1) K2 - 1 of each base."""
+    k1, k2 = spec.hierarchy_factors
+    chars = rng.permutation(N_CHARS)[: k1 + k2]
+    z1, z2 = chars[:k1], chars[k1:]
+    return np.stack([np.repeat(z1, k2), np.tile(z2, k1)], axis=1)
+
+
+def _holdout(rng: np.random.Generator, spec: TaskSpec) -> np.ndarray:
+    """[n_bases, K] booleans: the pairs never trained on, floor(F D) pairs (holdout_by "pair") or every pair of
+    floor(F n_bases) bases ("base"), chosen uniformly from the seed."""
+    n, k = spec.n_bases, spec.k
+    held = np.zeros(n * k if spec.holdout_by == "pair" else n, dtype=bool)
+    held[rng.choice(len(held), size=spec.held_out_count, replace=False)] = True
+    return held.reshape(n, k) if spec.holdout_by == "pair" else np.repeat(held[:, None], k, axis=1)
+
+
+def _label_noise(rng: np.random.Generator, spec: TaskSpec) -> np.ndarray:
+    """[D] the candidate each example is trained to output (group-major): its own selector's, or with probability P
+    (label_noise) another of its base's, uniform over the K - 1 others; drawn once (static, as the author's)."""
+    n, k = spec.n_bases, spec.k
+    own = np.tile(np.arange(k), n)
+    flip = rng.random(n * k) < spec.label_noise
+    other = (own + rng.integers(1, k, size=n * k)) % k
+    return np.where(flip, other, own)
 
 
 class Task:
@@ -195,6 +236,7 @@ class Task:
         self.supergroup = default if supergroup is None else supergroup
         self.own_order = supergroup is None or torch.equal(supergroup, default)
         self.heldout = heldout if heldout is not None and bool(heldout.any()) else None
+        self.noisy: Tensor | None = None  # [D] the candidate each example is trained on, where label noise is set
         self.group_id = torch.arange(n).repeat_interleave(k)
         self.selector_id = torch.arange(k).repeat(n)
         self.tokens = self._build_tokens(self.group_id, self.selector_id)
@@ -218,8 +260,18 @@ class Task:
         if extra:
             selectors = np.concatenate([selectors, _more_distinct_strings(rng, selectors, extra, spec.len_z)])
         sets = selectors.reshape(spec.n_selector_sets, spec.k, spec.len_z)
+        # the variants draw from streams of their own, after everything above: the default task is drawn as before
+        if spec.hierarchy is not None:
+            sets = _hierarchy_selectors(numpy_generator(seed, "hierarchy"), spec)[None]
+        if spec.selector == "constant":  # every selector is the first one: z tells nothing
+            sets = np.repeat(sets[:, :1], spec.k, axis=1)
         as_tokens = lambda a: torch.from_numpy(a + FIRST_CHAR_ID).long()  # noqa: E731
-        return cls(spec, seed, as_tokens(sets), as_tokens(bases), as_tokens(targets))
+        heldout = _holdout(numpy_generator(seed, "holdout"), spec) if spec.holdout_fraction else None
+        task = cls(spec, seed, as_tokens(sets), as_tokens(bases), as_tokens(targets),
+                   heldout=None if heldout is None else torch.from_numpy(heldout))
+        if spec.label_noise:
+            task.noisy = torch.from_numpy(_label_noise(numpy_generator(seed, "label_noise"), spec))
+        return task
 
     # ----------------------------------------------------------------- sizes and names
     @property
@@ -287,10 +339,13 @@ class Task:
         inputs, output = DIRECTIONS[self.spec.direction]
         n = len(group_id)
         col = lambda value: torch.full((n, 1), value, dtype=torch.long)  # noqa: E731
+        seg = lambda name: self._segment_tokens(name, group_id, selector_id)  # noqa: E731
+        if self.spec.reverse:  # BOS A SEP z SEP B EOS
+            return torch.cat([col(BOS), seg("A"), col(SEP), seg("z"), col(SEP), seg("B"), col(EOS)], dim=1)
         parts = [col(BOS)]
         for i, name in enumerate(inputs):
-            parts += [self._segment_tokens(name, group_id, selector_id), col(SEP)]
-        parts += [self._segment_tokens(output, group_id, selector_id), col(EOS)]
+            parts += [seg(name), col(SEP)]
+        parts += [seg(output), col(EOS)]
         return torch.cat(parts, dim=1)
 
     def with_selector(
@@ -325,23 +380,30 @@ class Task:
         that is never its own: a within-set index, as `with_selector` takes."""
         import torch
 
+        if self.k < 2:
+            raise InterpError("K = 1: a base has no other selector to swap in, so the shuffle gap (and every analysis "
+                              "that swaps z: z-sensitivity, patching, resample ablation) is undefined for this run")
         offset = torch.randint(1, self.k, (len(idx),), generator=generator)
         return (self.selector_id[idx] + offset) % self.k
 
-    def sample(self, n: int, seed: int, stream: str = "probe") -> tuple[Int[Tensor, " m"], Int[Tensor, " m"] | None]:
+    def sample(self, n: int, seed: int, stream: str = "probe",
+               pool: Int[Tensor, " p"] | None = None) -> tuple[Int[Tensor, " m"], Int[Tensor, " m"] | None]:
         """A fixed, seeded, sorted choice of n examples (all of them when n >= D) and, where the
         task has a selector, a z' for each (another selector of its group, never its own).
-        Training's evaluation subset, the ablation probe and the patching pairs all come from here."""
+        Training's evaluation subset, the ablation probe and the patching pairs all come from here.
+        `pool`: choose among these examples only (sorted indices; training's evaluation of a held-out split)."""
         import torch
 
         if n < 1:
             raise InterpError(f"a probe needs at least one example, got {n}")
         gen = torch_generator(seed, stream)
-        if n >= self.size:
+        if pool is not None:
+            idx = pool if n >= len(pool) else pool[torch.randperm(len(pool), generator=gen)[:n]].sort().values
+        elif n >= self.size:
             idx = torch.arange(self.size)
         else:
             idx = torch.randperm(self.size, generator=gen)[:n].sort().values
-        alt = self.other_selectors(idx, gen) if self.has_selector else None
+        alt = self.other_selectors(idx, gen) if self.has_selector and self.k > 1 else None  # K = 1: no other z
         return idx, alt
 
     # ----------------------------------------------------------------- identity
@@ -355,6 +417,8 @@ class Task:
             parts.append(self.supergroup)
         if self.heldout is not None:
             parts.append(self.heldout.long())
+        if self.noisy is not None:
+            parts.append(self.noisy)
         for t in parts:
             h.update(t.numpy().astype("<i8").tobytes())
         return h.hexdigest()
@@ -367,6 +431,35 @@ class Task:
         if self.heldout is None:
             return torch.arange(self.size)
         return torch.nonzero(~self.heldout.reshape(-1)).squeeze(1)
+
+    @property
+    def train_tokens(self) -> Int[Tensor, "m seq"]:
+        """The sequences training draws its minibatches from (the full gradient of a fork reads them too): every
+        example (`tokens` itself) unless the task holds pairs out (only `train_idx`'s) or has label noise (the
+        output replaced by the candidate the example is trained on). Evaluation reads the clean `tokens`."""
+        if self.heldout is None and self.noisy is None:
+            return self.tokens
+        if getattr(self, "_train_tokens", None) is None:
+            tokens = self.tokens
+            if self.noisy is not None:
+                tokens = tokens.clone()
+                tokens[:, list(self.layout.output_pos)] = self.outputs()[self.group_id, self.noisy]
+            self._train_tokens = tokens[self.train_idx] if self.heldout is not None else tokens
+        return self._train_tokens
+
+    @property
+    def n_train(self) -> int:
+        """How many examples training draws from: D, less the held-out pairs."""
+        return self.size if self.heldout is None else int((~self.heldout).sum())
+
+    @property
+    def heldout_idx(self) -> Int[Tensor, " m"]:
+        """The examples held out of training (group-major indices; empty without a split)."""
+        import torch
+
+        if self.heldout is None:
+            return torch.zeros(0, dtype=torch.long)
+        return torch.nonzero(self.heldout.reshape(-1)).squeeze(1)
 
     def decode(self, tokens: Int[Tensor, " seq"]) -> str:
         """Readable form of one sequence, e.g. 'BOS abcdef SEP x1 SEP q9r2 EOS'."""

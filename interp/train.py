@@ -48,6 +48,7 @@ from interp.checkpoints import load_params
 from interp.devices import is_allocation_failure
 from interp.errors import InterpError
 from interp.metrics import evaluate_examples, inbatch_shuffled_first_loss, summarize
+from interp.names import HELDOUT_PREFIX
 from interp.optimizer_stats import optimizer_columns
 from interp.model import build_model, native_optimizer_state, to_device
 from interp.runs import Run
@@ -76,8 +77,19 @@ class TrainResult:
 
 
 def eval_subset(task: Task, spec: TrainSpec, seed: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The fixed evaluation examples and their shuffle-gap selectors z' (never the correct one)."""
+    """The fixed evaluation examples and their shuffle-gap selectors z' (never the correct one): of the pairs
+    trained on, where the task holds some out (`heldout_subset` has those)."""
+    if task.heldout is not None:
+        return task.sample(spec.eval_size, seed, stream="eval", pool=task.train_idx)
     return task.sample(spec.eval_size, seed, stream="eval")
+
+
+def heldout_subset(task: Task, spec: TrainSpec, seed: int) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """The fixed evaluation examples among the held-out pairs (None without a split): their metrics are logged
+    beside the others as `heldout_<metric>`."""
+    if task.heldout is None:
+        return None
+    return task.sample(spec.eval_size, seed, stream="eval_heldout", pool=task.heldout_idx)
 
 
 def scheduled_checkpoint(step: int, spec: TrainSpec) -> bool:
@@ -156,12 +168,13 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
         if resume is not None:
             load_params(model, resume.params)
         to_device(model, device)
-        tokens_all = task.tokens.to(device)
+        tokens_all = task.train_tokens.to(device)  # what training draws from (interp.task)
     except Exception as exc:  # noqa: BLE001 - only allocation failures are turned into one line
         if is_allocation_failure(exc):
             raise InterpError(f"not enough memory to build this model on {device}: {exc}") from None
         raise
     eval_idx, eval_alt = eval_subset(task, tspec, spec.seed)
+    held = heldout_subset(task, tspec, spec.seed)
     forward = training_forward(compiled(model) if tspec.compile else model, tspec.precision, device)
     optimizer = _build_optimizer(model, tspec)
     start = 0 if resume is None else resume.step
@@ -216,6 +229,8 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
         model.eval()
         with torch.no_grad():
             row = summarize(evaluate_examples(model, task, eval_idx, eval_alt))
+            if held is not None:  # the pairs never trained on, named as such
+                row.update({f"{HELDOUT_PREFIX}{k}": v for k, v in summarize(evaluate_examples(model, task, *held)).items()})
         model.train()
         losses = [row[name] for name in EVAL_LOSSES if name in row]
         if losses and not any(math.isfinite(v) for v in losses):
@@ -314,7 +329,8 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
                 exact = step
             if scheduled or dense or early_stop:
                 checkpoint(step)
-            bar.set_postfix_str(f"Lc/logK={row['loss_cand'] / log_k:.3f} dz={row['shuffle_gap']:.3f}")
+            bar.set_postfix_str((f"Lc/logK={row['loss_cand'] / log_k:.3f}" if log_k > 0 else f"L={row['loss']:.3f}")
+                                    + f" dz={row['shuffle_gap']:.3f}")
             if early_stop:
                 stopped_early = True
                 break

@@ -342,7 +342,7 @@ def derive(steps: ArrayLike, loss_cand: ArrayLike, shuffle_gap: ArrayLike, log_k
     those has a shuffle gap. `first` holds the first-token series of the author's lead, by column
     name (loss_first, train_loss_first, batch_shuffled_loss_first), each aligned with `steps`."""
     rows = [(s, lc, dz) for s, lc, dz in zip(steps, loss_cand, shuffle_gap) if finite(lc) is not None]
-    if not rows:
+    if not rows or not log_k > 0:  # K = 1: no plateau at log K = 0, so nothing to time (the control)
         return TransitionFacts(log_k)
     author = _author_facts(steps, first or {}, log_k)
     s = [r[0] for r in rows]
@@ -402,3 +402,23 @@ def facts(run) -> TransitionFacts:
     while len(_FACTS) > KEPT:
         _FACTS.popitem(last=False)
     return made
+
+
+def hierarchy_facts(steps: ArrayLike, loss_cand: ArrayLike, gap_z1: ArrayLike, gap_z2: ArrayLike, k1: int,
+                    k2: int) -> dict:
+    """The staircase of a hierarchical task (`TaskSpec.hierarchy` K1xK2): the onset of each selector character's
+    shuffle gap (first evaluation > GAP_LEAD_NATS), the first evaluation below log K2 (1 + 5%: the cluster read,
+    the plateau's second step) and below 0.05 log K2 (solved), and the evaluations spent within 5% of log K2 (the
+    middle plateau; 0 when the candidate loss fell through it between two evaluations)."""
+    s = np.asarray(steps, dtype=float)
+    lc = np.asarray([np.nan if finite(v) is None else v for v in loss_cand], dtype=float)
+    z1 = np.asarray([np.nan if finite(v) is None else v for v in gap_z1], dtype=float)
+    z2 = np.asarray([np.nan if finite(v) is None else v for v in gap_z2], dtype=float)
+    log_k2 = math.log(k2)
+    near = np.abs(lc - log_k2) <= 0.05 * log_k2
+    return {"k1": k1, "k2": k2, "z1_onset": first_above(s, z1, GAP_LEAD_NATS),
+            "z2_onset": first_above(s, z2, GAP_LEAD_NATS),
+            "reached_log_k2": first_below(s, lc, (1 + 0.05) * log_k2),
+            "solved": first_below(s, lc, SNAP_FRACTION * log_k2),
+            "evaluations_at_log_k2": int(near.sum()),
+            "steps_at_log_k2": None if not near.any() else [int(s[near][0]), int(s[near][-1])]}

@@ -55,7 +55,7 @@ class ExtremeDirections:
 
 def cache_path(run, step: int, kind: str, n_examples: int):
     """Where the `kind` vector of `step` on a sample of n_examples is cached (no suffix: the whole set)."""
-    suffix = "" if n_examples == run.task.size else f"_n{n_examples}"
+    suffix = "" if n_examples == run.task.n_train else f"_n{n_examples}"
     return run.path / CACHE / f"{kind}_step_{step:07d}{suffix}.safetensors"
 
 
@@ -123,7 +123,7 @@ def extreme_directions(run, step: int, model: nn.Module | None = None, *, n_exam
 
     step = run.resolve_step(step)
     task = run.task
-    n = task.size if n_examples is None else min(int(n_examples), task.size)
+    n = task.n_train if n_examples is None else min(int(n_examples), task.n_train)
     sha = run.manifest()[step]["sha256"]
     if model is None:
         model = run.model(step, device=device)
@@ -137,8 +137,8 @@ def extreme_directions(run, step: int, model: nn.Module | None = None, *, n_exam
         (vmax, mmax), (vmin, mmin) = hits["vmax"], hits["vmin"]
         return ExtremeDirections(vmax, vmin, float(mmax["eigenvalue"]), float(mmin["eigenvalue"]),
                                  float(mmax["residual"]), float(mmin["residual"]), n, True)
-    idx = sample_indices(task, None if n == task.size else n, run.spec.seed)
-    res = spectrum(model.eval() if model.training else model, task.tokens[idx], task.layout.loss_pos, k=1,
+    idx = sample_indices(task, None if n == task.n_train else n, run.spec.seed)
+    res = spectrum(model.eval() if model.training else model, task.train_tokens[idx], task.layout.loss_pos, k=1,
                    seed=run.spec.seed)
     out: dict[str, dict[str, Tensor] | None] = {}
     values, residuals = {}, {}

@@ -301,17 +301,17 @@ def sample_noise_variances(
 def sample_order(task: Task, gen: torch.Generator) -> Int[Tensor, " d"]:
     """The seeded permutation of the training set: the per-example sample is its first n_examples,
     the set that stands for the training set its first n_full (so one holds the other)."""
-    return torch.randperm(task.size, generator=gen)
+    return torch.randperm(task.n_train, generator=gen)
 
 
 def sample_indices(task: Task, n_examples: int, gen: torch.Generator) -> Int[Tensor, " n"]:
     """The per-example gradient sample: the first n of the seeded permutation (all when n >= D)."""
-    return sample_order(task, gen)[: min(n_examples, task.size)]
+    return sample_order(task, gen)[: min(n_examples, task.n_train)]
 
 
 def full_size(task: Task, n_full: int | str | None) -> int:
     """How many examples stand for the training set (n_full None or "all": every one)."""
-    return task.size if n_full is None or n_full == "all" else min(n_full, task.size)
+    return task.n_train if n_full is None or n_full == "all" else min(n_full, task.n_train)
 
 
 def draw_batches(n: int, batch_size: int, n_batches: int, gen: torch.Generator) -> Int[Tensor, "m b"]:
@@ -385,7 +385,7 @@ def measure(
     model = _prepared(model, device)
     obj = Objective(model, task.layout.loss_pos)
     gens = child_generators(seed)
-    size = task.size
+    size, tokens = task.n_train, task.train_tokens  # the training set (every example unless pairs are held out)
     order = sample_order(task, gens["sample"])
     n, n_full = min(params["n_examples"], size), full_size(task, params["n_full"])
 
@@ -399,13 +399,13 @@ def measure(
     from_sample = params["direction_source"] == "sample"
 
     # per-example gradients of the sample S; g over the first n_full of the order (S among them)
-    stats = per_example_pass(obj, task.tokens[order[:n]], directions if from_sample else directions[:0],
+    stats = per_example_pass(obj, tokens[order[:n]], directions if from_sample else directions[:0],
                              params["chunk_size"], n_head=min(n, n_full))
     g_sum = stats.head
     if n_full > n:
-        g_sum = g_sum + gradient_sum(obj, task.tokens[order[n:n_full]])
+        g_sum = g_sum + gradient_sum(obj, tokens[order[n:n_full]])
     batches = draw_batches(size, batch_size, params["n_batches"], gens["batches"])
-    batch_grads = minibatch_gradients(obj, task.tokens, batches)  # [m, P]: g_B of each minibatch
+    batch_grads = minibatch_gradients(obj, tokens, batches)  # [m, P]: g_B of each minibatch
     est = gradient_estimates(g_sum, n_full, batch_grads, batch_size, stats, size)
     noise_norm = float(est["deviations"].clamp(min=0).sqrt().mean())
     grad_norm = math.sqrt(est["signal"]) if est["signal"] > 0 else math.nan  # NaN: cannot tell g from 0
@@ -417,7 +417,7 @@ def measure(
     if from_sample:
         var = sample_noise_variances(stats.dots, size, batch_size)
     else:
-        var = noise_variances(obj, task.tokens, directions, batch_size)
+        var = noise_variances(obj, tokens, directions, batch_size)
     by_kind = dict(zip(kinds, var[params["n_random"]:].tolist()))
     probe = group_examples(task, probe_groups(task, params["n_groups"], seed))
     snr, snr_sqrt_n = selector_snr(model, task, probe)

@@ -113,16 +113,17 @@ def escape_masses(
 
 # ---------------------------------------------------------------------------- one model
 def sample_indices(task: Task, n_examples: int | None, seed: int) -> Int[Tensor, " n"]:
-    """The fixed sample: the first n of a permutation of the training set from the "hessian" stream
-    (so a larger n contains the smaller sample)."""
+    """The fixed sample: the first n of a permutation of the training set (`task.train_tokens`, every example unless
+    pairs are held out) from the "hessian" stream (so a larger n contains the smaller sample)."""
+    size = task.n_train
     if n_examples is None:
-        n_examples = task.size
-    if not isinstance(n_examples, int) or isinstance(n_examples, bool) or not 1 <= n_examples <= task.size:
+        n_examples = size
+    if not isinstance(n_examples, int) or isinstance(n_examples, bool) or not 1 <= n_examples <= size:
         raise InterpError(
-            f"n_examples must be an integer between 1 and the training set size {task.size} (or None for all), "
+            f"n_examples must be an integer between 1 and the training set size {size} (or None for all), "
             f"got {n_examples!r}"
         )
-    return torch.randperm(task.size, generator=torch_generator(seed, "hessian"))[:n_examples]
+    return torch.randperm(size, generator=torch_generator(seed, "hessian"))[:n_examples]
 
 
 def start_vector(seed: int, dim: int) -> np.ndarray:
@@ -226,7 +227,7 @@ def at_step(
         model = run.model(step, device=device)
     elif next(model.parameters()).device != torch.device(device):
         model = moved(model, device)
-    res = spectrum(model, task.tokens[idx], task.layout.loss_pos, k=k, restrict=restrict, seed=run.spec.seed, **solver)
+    res = spectrum(model, task.train_tokens[idx], task.layout.loss_pos, k=k, restrict=restrict, seed=run.spec.seed, **solver)
     rows = []
     for ext, label in ((res["top"], "top"), (res["bottom"], "bottom")):
         for rank in range(k):

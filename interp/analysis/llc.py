@@ -281,7 +281,7 @@ def at_step(
         model = run.model(step, device=device)
     task = run.task
     loss_pos = task.layout.loss_pos
-    input_ids = task.tokens[:, : loss_pos[-1] + 2]
+    input_ids = task.train_tokens[:, : loss_pos[-1] + 2]
     names = _restrictions(restrict, model.cfg.n_layers, model.cfg.n_heads)
     frames = []
     for name in names:

@@ -204,7 +204,7 @@ def state_of(run: Run, step: int, device: str = "cpu", cache: bool = True) -> tu
     model = tl_module(to_device(model, device)).train()
     optimizer = build_optimizer(model, tspec)
     optimizer.load_state_dict(state.optimizer)  # moments move to the parameters' device
-    st = UpdateState(model, optimizer, next_lr(run, state.step), task.tokens.to(device), task.layout.loss_pos,
+    st = UpdateState(model, optimizer, next_lr(run, state.step), task.train_tokens.to(device), task.layout.loss_pos,
                      tspec.batch_size)
     return st, "replayed" if how.startswith("replayed") else "kept"
 

@@ -218,7 +218,7 @@ def build_stepper(run, forward, model, optimizer, tokens, device: str) -> tuple[
     tspec = run.spec.train
     generators = {"batches": torch.Generator(device="cpu"), "noise": torch.Generator(device="cpu")}
     layout = run.task.layout
-    plain = MinibatchStep(forward, model, optimizer, tokens, layout.loss_pos, run.task.size, generators["batches"],
+    plain = MinibatchStep(forward, model, optimizer, tokens, layout.loss_pos, run.task.n_train, generators["batches"],
                           tspec, device)
     step = ArmStep(arm, plain, forward, model, optimizer, tokens, layout.loss_pos, generators, tspec.batch_size,
                    block["parent_step"], block.get("gamma_every", 0), block.get("gamma_window", 0), device,
