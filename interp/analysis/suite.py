@@ -155,6 +155,10 @@ def run_suite(
     """
     options = dict(options or {})
     names = registry.parse_only(only)
+    if run.spec.task.k < 2:
+        raise InterpError(f"{run.path} has K = 1, the control with nothing to disambiguate: the analyses read the "
+                          f"shuffle gap, the routing head and swaps of z for another selector of the base, and K = 1 "
+                          f"has none; its numbers are the training log's (interp show: the full loss, exact match)")
     if compute:  # an analysis whose pip extra is missing would fail at every step
         registry.require_extras(names)
     entries = [registry.get(n) for n in names]
