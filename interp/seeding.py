@@ -16,7 +16,7 @@ import numpy as np
 BASE_STREAMS = ("task", "init", "batches", "eval", "probe", "resample", "reference", "bootstrap", "inbatch_shuffle",
                 "import_check",  # "import_check": the training pairs an import scores its last checkpoint on
                 # the task variants' own draws (interp.task), after the task's, and the held-out evaluation subset
-                "hierarchy", "holdout", "label_noise", "eval_heldout")
+                "hierarchy", "holdout", "label_noise", "eval_heldout", "reassign", "resize")
 _SOURCES: list[Callable[[], Iterable[str]]] = []  # each lists more streams, read whenever they are asked for
 
 

@@ -110,7 +110,7 @@ class TaskSpec(_Section):
     # set only when given: a run made before a field existed hashes as it did (docs/runs.md, "Task variants")
     OMITTED_AT = {"selector_groups": None, "source": "generated", "unique_prefix": 1, "label_noise": 0.0,
                   "holdout_fraction": 0.0, "holdout_by": "pair", "hierarchy": None, "selector": "informative",
-                  "reverse": False}
+                  "reverse": False, "reassign_fraction": 0.0, "resized_from": None}
 
     k: int = 10
     n_bases: int = 1000
@@ -136,6 +136,11 @@ class TaskSpec(_Section):
     selector: str = "informative"  # "constant": every example carries the same z, which then tells nothing
     reverse: bool = False  # the target before the selector and the base: BOS A SEP z SEP B EOS (bz_to_a only); A is
     # predicted from BOS alone, so the conditional cannot be learned (the author's reversed layout)
+    # the data a fork may change (docs/forks.md, "Forks that change the data"): drawn from the task's own strings
+    reassign_fraction: float = 0.0  # F: the targets of floor(F n_bases) bases (nested in F) permuted among their
+    # selectors, none left in place: the same candidates, new pairings (the author's continual shift)
+    resized_from: int | None = None  # K0: the task is the K0-candidate one resized to k (k < K0: each base keeps
+    # the candidates of the first k selectors; k > K0: k - K0 new selectors and targets drawn for every base)
 
     @property
     def dataset_size(self) -> int:
@@ -222,6 +227,16 @@ class TaskSpec(_Section):
         if self.selector not in SELECTORS:
             raise InterpError(f"unknown selector {self.selector!r}; allowed: {', '.join(SELECTORS)}")
         has_z = "z" in DIRECTIONS[self.direction][0]
+        check_float("reassign_fraction", self.reassign_fraction, low=0, high=1)
+        if self.reassign_fraction and self.k < 2:
+            raise InterpError("reassign_fraction permutes a base's targets among its selectors; k = 1 has one")
+        if self.resized_from is not None:
+            check_int("resized_from", self.resized_from, minimum=1)
+            if self.resized_from == self.k:
+                raise InterpError(f"resized_from = {self.resized_from} is k itself; leave it unset")
+            if self.hierarchy is not None or self.selector_groups is not None:
+                raise InterpError("a resized task keeps one selector set of plain selectors: not with hierarchy or "
+                                  "selector_groups")
         if self.label_noise:
             if self.k < 2:
                 raise InterpError(f"label_noise {self.label_noise} replaces a target by another candidate of its base; "
@@ -327,6 +342,11 @@ def describe_task_variants(spec: TaskSpec) -> list[str]:
         out.append(f"{spec.selector} selector")
     if spec.reverse:
         out.append("reversed layout (A before z and B)")
+    if spec.resized_from is not None:
+        out.append(f"resized from K = {spec.resized_from}")
+    if spec.reassign_fraction:
+        out.append(f"targets of {int(math.floor(spec.reassign_fraction * spec.n_bases + 1e-9))} bases reassigned "
+                   f"({spec.reassign_fraction:g})")
     return out
 
 

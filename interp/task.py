@@ -184,6 +184,51 @@ def _hierarchy_selectors(rng: np.random.Generator, spec: TaskSpec) -> np.ndarray
     return np.stack([np.repeat(z1, k2), np.tile(z2, k1)], axis=1)
 
 
+def _reassigned(rng: np.random.Generator, spec: TaskSpec, targets: np.ndarray) -> np.ndarray:
+    """`targets` [n, K, len_a] with those of floor(F n_bases) bases (the first of a seeded order of the bases, so a
+    larger F reassigns a superset) permuted by a random K-cycle: each of those bases keeps its candidates, and none
+    of its selectors keeps its target."""
+    n, k = targets.shape[:2]
+    chosen = rng.permutation(n)[: int(math.floor(spec.reassign_fraction * n + 1e-9))]
+    out = targets.copy()
+    for g in chosen:  # one K-cycle per base: order the selectors at random, each takes the next one's target
+        order = rng.permutation(k)
+        out[g, order] = targets[g, np.roll(order, -1)]
+    return out
+
+
+def _resized(rng: np.random.Generator, spec: TaskSpec, drawn: Task) -> tuple[np.ndarray, np.ndarray]:
+    """([k, len_z] selectors, [n, k, len_a] targets) of the K0 task `drawn` resized to spec.k: the first k selectors
+    and their targets (k < K0), or K0's with k - K0 new selectors and a new target per base and selector, distinct
+    from every string drawn (with unique first characters: none of the base's first characters, or prefixes)."""
+    k0, k = drawn.k, spec.k
+    sets = drawn.selector_sets[0].numpy() - FIRST_CHAR_ID
+    targets = drawn.targets.numpy() - FIRST_CHAR_ID
+    if k < k0:
+        return sets[:k], targets[:, :k]
+    extra, n, length = k - k0, spec.n_bases, spec.len_a
+    new_sets = np.concatenate([sets, _more_distinct_strings(rng, sets, extra, spec.len_z)])
+    taken = targets.reshape(-1, length)
+    if not spec.unique_first:
+        new = _more_distinct_strings(rng, taken, n * extra, length).reshape(n, extra, length)
+        return new_sets, np.concatenate([targets, new], axis=1)
+    p = spec.unique_prefix
+    weights = N_CHARS ** np.arange(p - 1, -1, -1)
+    used = targets[:, :, :p] @ weights  # [n, K0] each base's prefixes
+    score = rng.random((n, N_CHARS**p))
+    score[np.arange(n)[:, None], used] = np.inf  # a base's own prefixes come last, never chosen
+    heads = _digits(np.argsort(score, axis=1)[:, :extra].reshape(-1), p)
+    rows = np.concatenate([heads, rng.integers(0, N_CHARS, size=(n * extra, length - p))], axis=1)
+    for _ in range(10000):
+        dup = _first_duplicates(np.concatenate([taken, rows]))[len(taken):]
+        if not dup.any():
+            return new_sets, np.concatenate([targets, rows.reshape(n, extra, length)], axis=1)
+        if length == p:
+            break
+        rows[dup, p:] = rng.integers(0, N_CHARS, size=(int(dup.sum()), length - p))
+    raise InterpError(f"could not draw {n * extra} new distinct targets of length {length}; increase len_a")
+
+
 def _holdout(rng: np.random.Generator, spec: TaskSpec) -> np.ndarray:
     """[n_bases, K] booleans: the pairs never trained on, floor(F D) pairs (holdout_by "pair") or every pair of
     floor(F n_bases) bases ("base"), chosen uniformly from the seed."""
@@ -244,12 +289,18 @@ class Task:
     @classmethod
     def generate(cls, spec: TaskSpec, seed: int = 0) -> Task:
         """Draw selectors, bases and targets from `seed` (docs/definitions.md, "The task")."""
-        import torch
 
         spec.validate()
         if spec.source != "generated":
             raise InterpError(f"a task of source {spec.source!r} is not drawn from a seed: its run folder holds its "
                               f"tables (interp.task_tables; open the run and use run.task)")
+        if spec.resized_from is not None:  # the K0 task's strings, resized
+            import dataclasses
+
+            drawn = cls.generate(dataclasses.replace(spec, k=spec.resized_from, resized_from=None, label_noise=0.0,
+                                                     holdout_fraction=0.0, reassign_fraction=0.0), seed)
+            sets, targets = _resized(numpy_generator(seed, "resize"), spec, drawn)
+            return cls._finish(spec, seed, sets[None], drawn.bases.numpy() - FIRST_CHAR_ID, targets)
         rng = numpy_generator(seed, "task")
         selectors = _distinct_strings(rng, spec.k, spec.len_z)
         bases = _distinct_strings(rng, spec.n_bases, spec.len_b)
@@ -265,7 +316,17 @@ class Task:
             sets = _hierarchy_selectors(numpy_generator(seed, "hierarchy"), spec)[None]
         if spec.selector == "constant":  # every selector is the first one: z tells nothing
             sets = np.repeat(sets[:, :1], spec.k, axis=1)
-        as_tokens = lambda a: torch.from_numpy(a + FIRST_CHAR_ID).long()  # noqa: E731
+        return cls._finish(spec, seed, sets, bases, targets)
+
+    @classmethod
+    def _finish(cls, spec: TaskSpec, seed: int, sets: np.ndarray, bases: np.ndarray, targets: np.ndarray) -> Task:
+        """The task from its drawn strings (character indices): the reassignment, the held-out split and the label
+        noise, each from a stream of its own."""
+        import torch
+
+        if spec.reassign_fraction:
+            targets = _reassigned(numpy_generator(seed, "reassign"), spec, targets)
+        as_tokens = lambda a: torch.from_numpy(np.ascontiguousarray(a) + FIRST_CHAR_ID).long()  # noqa: E731
         heldout = _holdout(numpy_generator(seed, "holdout"), spec) if spec.holdout_fraction else None
         task = cls(spec, seed, as_tokens(sets), as_tokens(bases), as_tokens(targets),
                    heldout=None if heldout is None else torch.from_numpy(heldout))

@@ -12,6 +12,8 @@ chunks), xi = (g_B1 - g_B2) / sqrt(2) the measured noise of two independent mini
     v_only_noise     first moment g, second moment (g + s xi)^2: noise only in the preconditioner
                      (xi=isotropic: isotropic Gaussian noise of the norm ||xi||, the author's)
     m_only_noise     first moment g + s xi, second moment g^2: noise only in the first moment (xi as v_only_noise)
+    switch_task, reassign, resize   minibatch on changed data: another direction, a fraction of bases' targets
+                     permuted, K changed (their optimizer state fresh, or carried)
     reset_optimizer  the optimizer's state zeroed (AdamW: both moments and the step counter), then minibatch
     optimizer        minibatch with another optimizer (name=adamw|adam-l2|adam|sgd|rmsprop and its settings), its
                      state fresh: the author's optimizer branch (weights carried, moments started over)
@@ -41,6 +43,7 @@ from typing import ClassVar
 
 from interp.errors import InterpError
 from interp.spec import ADAM_FAMILY, OPTIMIZERS
+from interp.spec import DIRECTIONS as TASK_DIRECTIONS
 
 DIRECTIONS = ("vmin", "-vmin", "random")
 XI = ("measured", "isotropic")  # v_only_noise's noise: the measured xi, or isotropic of its norm (the author's)
@@ -57,6 +60,7 @@ class Param:
     doc: str = ""
     added: bool = False  # added after forks were recorded: left out of `params` at its default (shown in labels)
     optional: bool = False  # may be left out (default None): then the arm leaves that setting as the parent has it
+    high: int | float | None = None  # the largest value allowed (inclusive), where there is one
 
 
 @dataclass
@@ -125,6 +129,10 @@ class Arm:
 
     def train_changes(self) -> dict:
         """The training settings this arm changes (lr, batch_size, weight_decay; the optimizer and its settings)."""
+        return {}
+
+    def task_changes(self, parent_task) -> dict:
+        """The task settings this arm changes, given the parent's TaskSpec (the data-changing arms)."""
         return {}
 
     def prepare_params(self, start: ForkStart) -> None:
@@ -301,6 +309,59 @@ class SwitchOptimizer(Arm):
         return {**defaults, **out}
 
 
+OPTIMIZER_STATE = ("fresh", "carried")  # a data-changing arm's optimizer: started over (the author's) or carried
+
+
+class DataArm(Arm):
+    """An arm that changes the data the fork trains on (docs/forks.md, "Forks that change the data"), its optimizer
+    state fresh (the author's: a new optimizer for the new data) or carried (`optimizer=carried`)."""
+
+    @property
+    def fresh_state(self) -> bool:  # type: ignore[override]
+        return self.kwargs.get("optimizer", "fresh") == "fresh"
+
+
+def _state_param() -> Param:
+    return Param(str, "fresh", low=None, choices=OPTIMIZER_STATE, doc="the optimizer's state: fresh or carried")
+
+
+@register
+class SwitchTask(DataArm):
+    name = "switch_task"
+    doc = ("minibatch on the task in another direction (the reversal transfer: a model trained on az_to_b continues "
+           "on bz_to_a), from the same strings; optimizer=fresh (default) or carried")
+    PARAMS = {"direction": Param(str, None, low=None, choices=tuple(TASK_DIRECTIONS), doc="the new direction"),
+              "optimizer": _state_param()}
+
+    def task_changes(self, parent_task) -> dict:
+        return {"direction": self.kwargs["direction"]}
+
+
+@register
+class Reassign(DataArm):
+    name = "reassign"
+    doc = ("minibatch after the targets of a fraction of the bases are permuted among their selectors (forgetting "
+           "and relearning: the author's continual shift); optimizer=fresh (default) or carried")
+    PARAMS = {"fraction": Param(float, None, low=0.0, low_open=True, high=1.0, doc="the share of bases, in (0, 1]"),
+              "optimizer": _state_param()}
+
+    def task_changes(self, parent_task) -> dict:
+        return {"reassign_fraction": self.kwargs["fraction"]}
+
+
+@register
+class Resize(DataArm):
+    name = "resize"
+    doc = ("minibatch with K changed to k: candidates removed (each base keeps those of the first k selectors) or "
+           "added (new selectors and targets); optimizer=fresh (default) or carried")
+    PARAMS = {"k": Param(int, None, low=1, doc="the new K"), "optimizer": _state_param()}
+
+    def task_changes(self, parent_task) -> dict:
+        origin = parent_task.resized_from if parent_task.resized_from is not None else parent_task.k
+        k = self.kwargs["k"]
+        return {"k": k, "resized_from": None if k == origin else origin}
+
+
 class SettingArm(Arm):
     """Minibatch with one training setting (`setting`) changed to `value`."""
 
@@ -400,6 +461,8 @@ def _value(arm: str, key: str, p: Param, value):
     if not math.isfinite(number) or (p.low is not None and (number <= p.low if p.low_open else number < p.low)):
         bound = f"{'>' if p.low_open else '>='} {p.low:g}"
         raise InterpError(f"{where} must be a finite number {bound}, got {value!r}")
+    if p.high is not None and number > p.high:
+        raise InterpError(f"{where} must be in {'(' if p.low_open else '['}{p.low:g}, {p.high:g}], got {value!r}")
     if abs(number) > FLOAT32_MAX:  # the weights are float32: such an lr or decay makes every update inf
         raise InterpError(f"{where} must be at most {FLOAT32_MAX:.4g} (the largest float32), got {value!r}")
     return number

@@ -102,7 +102,16 @@ def fork_spec(parent, step: int, arm: Arm, horizon: int, settings: dict | None =
     if bad:
         raise InterpError(f"a fork cannot change {', '.join(bad)} (its arm says what changes); allowed: "
                           f"{', '.join(STORAGE)}")
-    spec = parent.spec.override(**arm.train_changes(), **settings, steps=step + horizon)
+    spec = parent.spec.override(**arm.train_changes(), **arm.task_changes(parent.spec.task), **settings,
+                                steps=step + horizon)
+    if spec.task != parent.spec.task:  # new data: the model keeps its positions (a shorter sequence leaves some unread)
+        have, need = parent.spec.model.context(parent.spec.task.sequence_length), spec.task.sequence_length
+        if need > have:
+            raise InterpError(f"arm {arm.label}: the new task's sequences are {need} tokens and {parent.path}'s model "
+                              f"has {have} positions; train the parent with --n-ctx {need} (or pick a task of at most "
+                              f"{have} tokens)")
+        if spec.model.context(need) != have:
+            spec = spec.override(n_ctx=have)
     spec.validate()
     if parent.spec.task.source == "tables" and parent.task.heldout is not None:
         raise InterpError(f"{parent.path} was trained with {int(parent.task.heldout.sum())} pairs held out of "
@@ -148,7 +157,7 @@ def switched_optimizer(parent, arm: Arm) -> dict:
     import dataclasses
 
     changes = arm.train_changes()
-    if "optimizer" not in changes and not arm.fresh_state:
+    if "optimizer" not in changes:
         return {}
     after = dataclasses.replace(parent.spec.train, **changes)
     return {"parent_optimizer": describe_optimizer(parent.spec.train), "optimizer": describe_optimizer(after)}
@@ -168,6 +177,7 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
     from interp.runs import Run, check_new_folder
     from interp.spec import VOCAB_SIZE
     from interp.steps import build_optimizer
+    from interp.task import Task
     from interp.train import eval_subset
 
     out = Path(out)
@@ -183,7 +193,7 @@ def create_fork(parent, step: int, arm: Arm, horizon: int, out, *, seed: int = 0
     start = ForkStart(parent, step, seed, state, {n: t.clone() for n, t in state.params.items()})
     arm.prepare_params(start)  # a kick
     params = start.params
-    task = parent.task
+    task = parent.task if spec.task == parent.spec.task else Task.generate(spec.task, spec.seed)  # a data arm's
     model = build_model(spec.model, task.layout.length, VOCAB_SIZE)
     load_params(model, params)
     optimizer = build_optimizer(model, spec.train)
