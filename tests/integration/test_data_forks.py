@@ -7,6 +7,7 @@ evaluates the fork step on the new data, and a solved model forgets what it is r
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,8 +20,6 @@ from interp.run_layout import RESUME_FILE
 from interp.runs import Run
 from interp.spec import TaskSpec
 from interp.task import FIRST_CHAR_ID, N_CHARS, Task
-
-from pathlib import Path
 from interp.train import train
 from tests.helpers import small_spec
 
