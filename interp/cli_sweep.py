@@ -165,8 +165,11 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     from interp.sweeps.family import sweep_fits
     from interp.sweeps.sweep import Sweep
 
-    sweep = Sweep.open(args.sweep)
-    table = sweep.table()
+    sweeps = [Sweep.open(path) for path in args.sweep]
+    table = pooled_table(sweeps)
+    label = str(sweeps[0].path) if len(sweeps) == 1 else f"{len(sweeps)} sweeps pooled ({', '.join(str(s.path) for s in sweeps)})"
+    if args.threshold is not None:
+        return _thresholds(table, label, args)
     fits = sweep_fits(table, y=args.y)
     if args.json:
         damaged = table[table["status"] == "damaged"]
@@ -175,7 +178,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
                           "damaged": dict(zip(damaged["run"], damaged["error"]))}, indent=2))
         return report_damaged(table)
     counts = table["status"].value_counts().to_dict()
-    print(f"{sweep.path}: {len(table)} runs ({counts.get('done', 0)} done, "
+    print(f"{label}: {len(table)} runs ({counts.get('done', 0)} done, "
           f"{int(table['censored'].fillna(False).sum())} censored, {counts.get('failed', 0)} failed"
           + (f", {counts['damaged']} damaged" if counts.get("damaged") else "") + ")")
     for name, result in fits.results.items():
@@ -184,6 +187,38 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         print(f"  {name:<10} n/a: {why}")
     for line in fits.warnings:  # the damaged runs among them
         print(f"interp: warning: {line}", file=sys.stderr)
+    return report_damaged(table, name_them=False)
+
+
+def pooled_table(sweeps):
+    """The sweeps' tables as one (`interp scaling` over several folders): each run named FOLDER/RUN, so runs of the
+    same name in two sweeps stay apart; a run listed twice (the same folder given twice) is refused."""
+    import pandas as pd
+
+    if len(sweeps) == 1:
+        return sweeps[0].table()
+    paths = [s.path.resolve() for s in sweeps]
+    if len(set(paths)) != len(paths):
+        raise InterpError("the same sweep folder is given twice: each run would count twice in the pooled fits")
+    parts = []
+    for sweep in sweeps:
+        part = sweep.table()
+        part["run"] = sweep.path.name + "/" + part["run"].astype(str)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _thresholds(table, label: str, args: argparse.Namespace) -> int:
+    from interp.sweeps.thresholds import parse_fractions, threshold_robustness
+
+    result = threshold_robustness(table, parse_fractions(args.threshold))
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return report_damaged(table)
+    print(f"{label}: {len(table)} runs; delta of tau = C D^delta at each threshold (tau: the first evaluation "
+          f"below that fraction of log K)")
+    for line in result.lines():
+        print(f"  {line}")
     return report_damaged(table, name_them=False)
 
 
@@ -340,8 +375,12 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("scaling", help="the family-level fits of a sweep: scaling law, fixed D, noise, asymmetry, "
                                        "selector sharing")
-    p.add_argument("sweep", type=path_arg("the sweep folder"), help="sweep folder")
+    p.add_argument("sweep", type=path_arg("the sweep folder"), nargs="+",
+                   help="sweep folder(s): several are pooled into one table (runs named FOLDER/RUN)")
     p.add_argument("--y", default="tau_half", choices=["tau_half", "tau_window"], help="the plateau measure")
+    p.add_argument("--threshold", metavar="F[,F...]|all",
+                   help="refit delta with tau at each of these fractions of log K (0.3 to 0.7: the author's "
+                        "robustness check) and judge its spread; all: 0.3,0.4,0.5,0.6,0.7")
     p.add_argument("--json", action="store_true", help="every fit as JSON")
     p.set_defaults(func=cmd_scaling)
 

@@ -296,6 +296,13 @@ class TransitionFacts:
     def has_cand(self) -> bool:
         return bool(self.steps)
 
+    def tau_at(self, fraction: float) -> int | None:
+        """The first evaluation with the candidate loss below `fraction` log K (tau_half at 0.5; the author's
+        threshold study reads 0.3 to 0.7: `interp scaling --threshold`). None: never, or no candidate loss."""
+        if not self.has_cand or not self.log_k > 0:
+            return None
+        return first_below(np.asarray(self.steps), np.asarray(self.loss_cand), fraction * self.log_k)
+
     @property
     def window(self) -> tuple[int, int] | None:
         """(t_start, t_end) of the transition window (`window_bounds`), or None."""

@@ -30,7 +30,7 @@ from jaxtyping import Float, Int
 
 from interp.analysis.common import across_of, get_act_name, head_name, no_grad
 from interp.analysis.findings import Rows
-from interp.analysis.registry import ABLATION_METHODS, N_EXAMPLES, Analysis, Option, parse_methods
+from interp.analysis.registry import ABLATION_METHOD, ABLATION_METHODS, N_EXAMPLES, Analysis, parse_methods
 from interp.errors import InterpError
 from interp.names import METRICS
 from interp.runs import Run
@@ -338,6 +338,91 @@ def effects_by_method(
     return out
 
 
+# ---------------------------------------------------------------------------- keep one head only (sufficiency)
+NO_HEAD = "no head"  # the component with every head ablated: the floor a kept head is measured from
+
+
+def keep_only_targets(n_layers: int, n_heads: int, kept: tuple[int, int] | None) -> dict[int, tuple[int, ...]]:
+    """{layer: heads ablated} with every head of every layer ablated but `kept` (None: every head)."""
+    out = {l: tuple(h for h in range(n_heads) if (l, h) != kept) for l in range(n_layers)}
+    return {l: hs for l, hs in out.items() if hs}
+
+
+@no_grad
+def keep_only_effects(model: nn.Module, task: Task, idx: Int[Tensor, " n"], alt: Int[Tensor, " n"] | None,
+                      methods: tuple[str, ...], mean_z: list[Tensor] | None = None,
+                      table: Tensor | None = None) -> dict[str, dict[str, dict[str, Tensor]]]:
+    """Per-example metrics with every head but one ablated, for each head (is one head sufficient?; the author's
+    keep-only ablation), with every head ablated (NO_HEAD), and unablated ("clean"): {method: {name: metrics}}.
+    Heads of several layers are ablated at once, so this takes the TransformerLens hook path (`Ablated`)."""
+    from interp.metrics import evaluate_examples
+
+    methods = check_methods(methods)
+    for method in methods:
+        _check_inputs(method, task, mean_z, table)
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    clean = evaluate_examples(model, task, idx, alt)
+    ablated = _ablated_class()
+    out = {}
+    for method in methods:
+        kw = dict(task=task, mean_z=mean_z, table=table)
+        out[method] = {"clean": clean,
+                       NO_HEAD: evaluate_examples(ablated(model, keep_only_targets(n_layers, n_heads, None), method, **kw),
+                                                  task, idx, alt)}
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                kept = ablated(model, keep_only_targets(n_layers, n_heads, (layer, head)), method, **kw)
+                out[method][head_name(layer, head)] = evaluate_examples(kept, task, idx, alt)
+    return out
+
+
+@no_grad
+def keep_only_at_step(run: Run, step: int, *, model: nn.Module | None = None,
+                      methods: str | Iterable[str] = METHODS, n_examples: int = DEFAULT_EXAMPLES,
+                      device: str = "cpu") -> pd.DataFrame:
+    """One row per (method, kept head), and one for NO_HEAD: the metrics of `interp.names.METRICS` with every
+    other head ablated, the unablated `clean_M`, `delta_M` = M - clean_M, and for the candidate loss the share of
+    the clean model's gain over NO_HEAD that the kept head alone recovers (`recovered` = (none - M) / (none -
+    clean); 1: the head suffices, 0: it does nothing alone), on the ablation's probe."""
+    from interp.metrics import summarize
+
+    methods = check_methods(methods)
+    task = run.task
+    if model is None:
+        model = run.model(step, device=device)
+    device = str(next(model.parameters()).device)
+    idx, alt = task.sample(n_examples, run.spec.seed, "probe")
+    extra = {}
+    if "mean" in methods:
+        extra["mean_z"] = reference_mean_z(model, task, run.spec.seed)
+    if "resample" in methods:
+        extra["table"] = resample_table(task, run.spec.seed).to(device)
+    every = keep_only_effects(model, task, idx, alt, methods, **extra)
+    rows = []
+    for method in methods:
+        clean, none = summarize(every[method]["clean"]), summarize(every[method][NO_HEAD])
+        for name, per in every[method].items():
+            if name == "clean":
+                continue
+            values = summarize(per)
+            layer_head = None if name == NO_HEAD else (int(name[1:].split("H")[0]), int(name.split("H")[1]))
+            row = {"step": step, "method": method, "kept": name,
+                   "layer": pd.NA if layer_head is None else layer_head[0],
+                   "head": pd.NA if layer_head is None else layer_head[1]}
+            for m in METRICS:
+                row[m] = values[m]
+                row[f"clean_{m}"] = clean[m]
+                row[f"delta_{m}"] = values[m] - clean[m]
+            gain = none["loss_cand"] - clean["loss_cand"]
+            row["recovered"] = (none["loss_cand"] - values["loss_cand"]) / gain if gain > 0 else float("nan")
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    df["layer"] = df["layer"].astype("Int64")
+    df["head"] = df["head"].astype("Int64")
+    df["n_examples"] = len(idx)
+    return df
+
+
 # ---------------------------------------------------------------------------- run level
 @no_grad
 def at_step(
@@ -401,11 +486,9 @@ def at_step(
 
 
 across = across_of("ablation", label=True)  # with a `label` column naming pre, mid, post
-METHOD = Option("method", "methods", "ablation methods, comma-separated (default: all three)", parse_methods,
-                choices=ABLATION_METHODS, metavar="M[,M...]", several=True)
 ENTRY = Analysis(
     "ablation", __name__, "zero, mean and resample ablation of every head and layer at tau/4, tau and 2 tau",
-    steps="pre,mid,post", options=(METHOD, N_EXAMPLES), version=2, order=40, groups=(("circuits", 3),),
+    steps="pre,mid,post", options=(ABLATION_METHOD, N_EXAMPLES), version=2, order=40, groups=(("circuits", 3),),
 )
 
 

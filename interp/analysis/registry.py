@@ -125,6 +125,9 @@ def check_heads(heads, spec) -> None:
 N_GROUPS = Option("n-groups", "n_groups", "probe size in groups (default: per analysis)", positive_int, metavar="N")
 N_EXAMPLES = Option("n-examples", "n_examples", "examples per probe (default: per analysis; the Hessian's: the whole "
                     "training set)", positive_int, metavar="N")
+# the ablation and the keep-only ablation (sufficiency) take the same --method
+ABLATION_METHOD = Option("method", "methods", "ablation methods, comma-separated (default: all three)",
+                         parse_methods, choices=ABLATION_METHODS, metavar="M[,M...]", several=True)
 N_PAIRS = Option("n-pairs", "n_pairs", "clean / corrupted pairs for patching (default: per analysis)", positive_int,
                  metavar="N")
 

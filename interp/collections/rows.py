@@ -39,6 +39,15 @@ CENSORABLE = ("tau_half", "tau_window", "snap_step", "steps_to_acc_cand_99", "st
 LEAD_CENSORABLE = ("gap_lead", "gap_lead_snap", "gap_lead_steps", "gap_lead_author", "gap_lead_steps_author")
 
 
+# tau at other thresholds (fractions of log K): the author's robustness check of delta (`interp scaling --threshold`)
+TAU_FRACTIONS = (0.3, 0.4, 0.5, 0.6, 0.7)
+
+
+def tau_column(fraction: float) -> str:
+    """The table column of tau at `fraction` log K: "tau_0.3"."""
+    return f"tau_{fraction:g}"
+
+
 def _nan(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -74,6 +83,8 @@ def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
     out: dict = {m: math.nan for m in MEASURES}
     out.update({f"censored_{m}": False for m in CENSORABLE + LEAD_CENSORABLE})
     out.update({"steps_run": None, "wall_seconds": math.nan, "author_logged": False})
+    for f in TAU_FRACTIONS:
+        out[tau_column(f)], out[f"censored_{tau_column(f)}"] = math.nan, False
     if run is None:
         out["censored"] = False
         return out
@@ -109,4 +120,12 @@ def measures(run: Run | None, spec: RunSpec | None, state: str) -> dict:
     for name in CENSORABLE:
         out[f"censored_{name}"] = bool(state == "done" and defined[name] and values[name] is None)
     out["censored"] = out["censored_tau_half"]
+    if has_cand:
+        from interp.transition import facts
+
+        found = facts(run)
+        for f in TAU_FRACTIONS:
+            at = found.tau_at(f)
+            out[tau_column(f)] = math.nan if at is None else float(at)
+            out[f"censored_{tau_column(f)}"] = bool(state == "done" and at is None)
     return out

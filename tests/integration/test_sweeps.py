@@ -66,6 +66,12 @@ def test_the_sweep_folder_holds_ordinary_runs_with_stable_names(sequential):
     # 40 steps is too short to snap: censored, never a silent NaN
     never = table["tau_half"].isna()
     assert (table.loc[never, "censored_tau_half"]).all() and not table.loc[~never, "censored_tau_half"].any()
+    # tau at the author's thresholds: 0.5 is tau_half; a lower threshold is reached no earlier than a higher one
+    assert table["tau_0.5"].equals(table["tau_half"]) and table["censored_tau_0.5"].equals(table["censored_tau_half"])
+    for lo, hi in (("tau_0.3", "tau_0.4"), ("tau_0.4", "tau_0.5"), ("tau_0.6", "tau_0.7")):
+        both = table[lo].notna() & table[hi].notna()
+        assert (table.loc[both, lo] >= table.loc[both, hi]).all()
+        assert (table[lo].isna() == table[f"censored_{lo}"]).all()
 
 
 @pytest.mark.slow  # 6 s; the pool's workers train in the slow tier's kill -9 test and the README tour too
