@@ -107,6 +107,39 @@ FORK_PRESETS["forks-relapse-depth-tiny"] = ForkDesign(
 )
 
 
+# issue 51: the author's optimizer branch (eta_sweep/run_optimizer_branch.py: AdamW to step 1,500 of a plateau, then
+# a new optimizer with a fresh state) from one plateau state of forks-tiny's parent: the no-branch reference
+# (minibatch, AdamW carried), AdamW restarted (reset_optimizer: the branch protocol's own control), and the cells of
+# the author's decomposition that torch.optim expresses: AdamW at beta1 = 0 with and without bias correction
+# (decoupled weight decay), Adam with L2 weight decay at beta1 = 0, RMSProp (alpha 0.999, L2) and SGD with
+# momentum 0.9 at 10x the lr (L2). Five fork seeds: a share of escapes judged over seeds needs five to decide.
+FORK_PRESETS["optimizer-branch-tiny"] = ForkDesign(
+    parent=FORK_PRESETS["forks-tiny"].parent,
+    at="tau/2",
+    arms=("minibatch,reset_optimizer,optimizer:name=adamw,beta1=0,optimizer:name=adamw,beta1=0,bias_correction=false,"
+          "optimizer:name=adam-l2,beta1=0,optimizer:name=rmsprop,optimizer:name=sgd,momentum=0.9,lr=0.03"),
+    seeds=(0, 1, 2, 3, 4),
+    horizon=1500,
+    gamma_every=0,
+    gamma_window=100,
+    settings=(("eval_every", 25), ("checkpoint_every", 500), ("save_optimizer", False), ("stop_after_snap", 100)),
+)
+
+# issue 51: the reversal transfer (scripts/reversal_experiment.py): a parent trained on az_to_b (A, z -> B) until it
+# solves continues on bz_to_a (B, z -> A) over the same strings, its optimizer fresh (the author's) or carried; the
+# parent's own direction from scratch is the reference (analyses/variants.py trains it beside).
+FORK_PRESETS["reversal-transfer-tiny"] = ForkDesign(
+    parent=FORK_PRESETS["forks-tiny"].parent.override(direction="az_to_b"),
+    at="last",
+    arms="switch_task:direction=bz_to_a,switch_task:direction=bz_to_a,optimizer=carried",
+    seeds=(0, 1, 2),
+    horizon=3000,
+    gamma_every=0,
+    gamma_window=100,
+    settings=(("eval_every", 25), ("checkpoint_every", 500), ("save_optimizer", False), ("stop_after_snap", 100)),
+)
+
+
 def fork_preset(name: str) -> ForkDesign:
     try:
         return FORK_PRESETS[name]

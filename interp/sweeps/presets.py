@@ -77,6 +77,23 @@ SWEEP_PRESETS: dict[str, SweepSpec] = {
                                           points=tuple({"task.k": k, "train.eval_every": 10 if k <= 5 else 25}
                                                        for k in (3, 5, 7, 10, 13, 17, 20)),
                                           name="landauer-dense-wide-tiny"),
+    # --- the author's program beyond the paper (issue 51; docs/variants.md), each at n_bases = 200 on the tiny model
+    # K = 1 (nothing to disambiguate) beside K = 10: steps to exact match against tau; runs stop 50 steps after
+    # exact match >= 0.99
+    "k1-control-tiny": SweepSpec(base=_task(_train(_TINY, stop_after_snap=None, stop_after_exact=50), n_bases=200),
+                                 grid=(("task.k", (1, 10)), ("seed", (0, 1, 2))), name="k1-control-tiny"),
+    # label noise P = 0, 0.05, 0.2 at K = 10 (the author's K = 20 numbers: tau 12,450 clean, ~10,400 at 0.05,
+    # ~11,700 at 0.2)
+    "label-noise-tiny": SweepSpec(base=_task(_TINY, n_bases=200),
+                                  grid=(("task.label_noise", (0.0, 0.05, 0.2)), ("seed", (0, 1, 2))),
+                                  name="label-noise-tiny"),
+    # the staircase: K = 10 as 5 clusters x 2 (z1, z2), five seeds (a share judged over seeds needs five to decide);
+    # evaluated every 10 steps so that the middle plateau is seen
+    "hierarchy-tiny": SweepSpec(base=_task(_train(_TINY, eval_every=10), n_bases=200, hierarchy="5x2"),
+                                grid=(("seed", (0, 1, 2, 3, 4)),), name="hierarchy-tiny"),
+    # 10% of the pairs (or of the bases) never trained on: is the held-out target predicted?
+    "holdout-tiny": SweepSpec(base=_task(_TINY, n_bases=200, holdout_fraction=0.1),
+                              grid=(("task.holdout_by", ("pair", "base")), ("seed", (0, 1, 2))), name="holdout-tiny"),
     # the author's ten runs exactly (SPEC: scripts/posthoc_synergy_proxy.py's landauer_dense_k*): the
     # paper's model, n_bases 1000, AdamW lr 1e-3, weight decay 0.01, batch 128, constant lr, 50,000
     # steps, seed 42, one seed per K, evaluated every 50 steps, checkpoints every 100
