@@ -1,6 +1,6 @@
 """A real, tiny fork family for the report tests (about 15 s on 2 CPU threads).
 
-The parent is the 60-step tiny model of tests/integration/test_forks.py, which stays on the
+The parent is the 60-step tiny model of tests/fork_arithmetic.py (`_spec`), which stays on the
 plateau; its forks at steps 20 and 40 under minibatch, full_batch and v_only_noise (seeds 0
 and 1) run 20 steps, never escape and are therefore censored, and sample Gamma every 5 steps.
 """

@@ -1,25 +1,11 @@
 """The arms of a fork: one class per arm, registered by name in ARMS.
 
-Each arm changes one thing about the parent's regime (docs/forks.md). g_B is a minibatch
-gradient at the fork's batch size, g the gradient over the whole training set (computed in
-chunks), xi = (g_B1 - g_B2) / sqrt(2) the measured noise of two independent minibatches.
-
-    continue         the parent's own batch stream: reproduces the parent bit for bit (CPU)
-    minibatch        the reference arm: the parent's regime with a new batch stream per fork seed
-    full_batch       g at every step: no sampling noise
-    measured_noise   g + c xi in both moments (c: noise scale, default 1)
-    isotropic_noise  g plus isotropic Gaussian noise of norm c ||xi|| in both moments
-    v_only_noise     first moment g, second moment (g + s xi)^2: noise only in the preconditioner
-                     (xi=isotropic: isotropic Gaussian noise of the norm ||xi||, the author's)
-    m_only_noise     first moment g + s xi, second moment g^2: noise only in the first moment (xi as v_only_noise)
-    switch_task, reassign, resize   minibatch on changed data: another direction, a fraction of bases' targets
-                     permuted, K changed (their optimizer state fresh, or carried)
-    reset_optimizer  the optimizer's state zeroed (AdamW: both moments and the step counter), then minibatch
-    optimizer        minibatch with another optimizer (name=adamw|adam-l2|adam|sgd|rmsprop and its settings), its
-                     state fresh: the author's optimizer branch (weights carried, moments started over)
-    lr, batch_size, weight_decay   minibatch with that setting changed to `value`
-    kick             minibatch after displacing the parameters by eps along the Hessian bottom
-                     eigenvector (direction vmin or -vmin) or a random unit direction
+Each arm changes one thing about the parent's regime; each class's `doc` says what (the table of docs/forks.md,
+and `interp fork --help` lists them). g_B is a minibatch gradient at the fork's batch size, g the gradient over
+the whole training set (computed in chunks), xi = (g_B1 - g_B2) / sqrt(2) the measured noise of two independent
+minibatches: full_batch steps on g, measured_noise on g + c xi, v_only_noise and m_only_noise put the noise in
+one moment only, the data arms (switch_task, reassign, resize) train on changed data, `optimizer` switches the
+optimizer with a fresh state (the author's optimizer branch).
 
 An arm class says everything about its arm, so that a new arm is one class passed to `register`:
 its name, doc and parameters (`PARAMS`, checked by `make_arm`); whether it has a random stream of

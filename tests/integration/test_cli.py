@@ -18,7 +18,7 @@ TINY_FLAGS = ["--k", "4", "--n-bases", "24", "--n-layers", "1", "--d-model", "16
 @pytest.mark.parametrize(
     "args,fragment",
     [
-        (["train", "--k", "0"], "k must be >= 2"),
+        (["train", "--k", "0"], "k must be >= 1"),
         (["train", "--k", "40"], "distinct first characters"),
         (["train", "--preset", "huge"], "invalid choice: 'huge'"),
         (["train", "--k", "ten"], "invalid int value: 'ten'"),

@@ -2,7 +2,7 @@
 state holds SGD's buffer); the `optimizer` arm switches the optimizer with a fresh state, records both, and its
 first update is SGD's written out by hand; a fork switching optimizers resumes bit for bit; a parent trained with
 gradient clipping takes the full-gradient arm clipped the same way; the arms and measures that need Adam's moments
-are refused for SGD. The independent arithmetic is tests/integration/test_forks.py's."""
+are refused for SGD. The independent arithmetic is tests/fork_arithmetic.py's."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from interp.forks.fork import create_fork, fork
 from interp.run_layout import RESUME_FILE
 from interp.runs import Run
 from interp.train import train
-from tests.integration.test_forks import EVERY_STEP, _adamw, _gradient, _names, _spec
+from tests.fork_arithmetic import EVERY_STEP, _adamw, _gradient, _names, _spec
 
 AT = 20
 SGD = dict(optimizer="sgd", momentum=0.9, lr=0.05)

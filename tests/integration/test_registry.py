@@ -127,7 +127,7 @@ def test_needing_tau_is_read_from_the_steps():
     assert [registry.steps_need_tau(s) for s in ("all", "transition", "pre,mid", "from:mid", "from:100", "0,25")] \
         == [False, True, True, True, False, False]
     assert {e.name for e in registry.REGISTRY.values() if e.needs_tau} == {"groups", "ablation", "patching",
-                                                                            "hessian", "llc", "updates"}
+                                                                            "hessian", "llc", "updates", "sufficiency"}
 
 
 def test_a_registered_analysis_runs_in_the_suite_and_is_cached(run, dummy):

@@ -3,10 +3,11 @@
 The floors (docs/architecture.md), bottom up; a module imports only from its own floor or
 below, lazy imports and "module:function" strings included:
 
-    1 core          names, errors, formatting, seeding, files, spec, precision, devices, presets, run_layout, presentable
-    2 task/model    task, model, fastpath
+    1 core          names, errors, formatting, seeding, files, spec, spec_fields, task_spec, precision, devices,
+                    presets, run_layout, presentable
+    2 task/model    task, task_draws, model, fastpath
     3 run           runs, checkpoints, run_states, metrics, metrics_log, transition, summary, task_tables
-    4 training      steps, optimizer, optimizer_stats, replay, sinks, train, imports/
+    4 training      steps, optimizer, optimizers, optimizer_stats, replay, sinks, train, imports/
     5 analysis      analysis/, timelines
     6 collections   collections/, sweeps/, forks/
     7 judgement     mechanisms/, reconcile/
@@ -156,12 +157,13 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 FLOORS = (
     ("core", ("interp.names", "interp.errors", "interp.formatting", "interp.seeding", "interp.files", "interp.spec",
-              "interp.precision", "interp.devices", "interp.presets", "interp.run_layout", "interp.presentable")),
-    ("task/model", ("interp.task", "interp.model", "interp.fastpath")),
+              "interp.spec_fields", "interp.task_spec", "interp.precision", "interp.devices", "interp.presets",
+              "interp.run_layout", "interp.presentable")),
+    ("task/model", ("interp.task", "interp.task_draws", "interp.model", "interp.fastpath")),
     ("run", ("interp.runs", "interp.checkpoints", "interp.run_states", "interp.run_segments", "interp.metrics",
              "interp.metrics_log", "interp.transition", "interp.summary", "interp.task_tables")),
-    ("training", ("interp.steps", "interp.optimizer", "interp.optimizer_stats", "interp.replay", "interp.sinks",
-                  "interp.train", "interp.imports")),
+    ("training", ("interp.steps", "interp.optimizer", "interp.optimizers", "interp.optimizer_stats", "interp.replay",
+                  "interp.sinks", "interp.train", "interp.imports")),
     ("analysis", ("interp.analysis", "interp.timelines")),
     ("collections", ("interp.collections", "interp.sweeps", "interp.forks")),
     ("judgement", ("interp.mechanisms", "interp.reconcile")),

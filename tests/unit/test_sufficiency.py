@@ -1,4 +1,4 @@
-"""Keep-only ablation (is one head sufficient?; interp.analysis.ablation.keep_only_effects, issue 51: 4): zeroing
+"""Keep-only ablation (is one head sufficient?; interp.analysis.sufficiency.keep_only_effects, issue 51: 4): zeroing
 every other head's output through hooks equals the model with those heads' W_O zeroed (an independent edit of the
 weights), for each kept head and for no head at all; `recovered` is the share of the candidate loss's gain."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from interp.analysis.ablation import NO_HEAD, keep_only_effects, keep_only_targets
+from interp.analysis.sufficiency import NO_HEAD, keep_only_effects, keep_only_targets
 from interp.metrics import evaluate_examples, summarize
 from interp.spec import ModelSpec, TaskSpec
 from interp.task import Task
@@ -50,7 +50,7 @@ def test_targets_leave_one_head():
 
 
 def test_the_table_says_what_each_head_recovers():
-    from interp.analysis.ablation import keep_only_at_step
+    from interp.analysis.sufficiency import keep_only_at_step
     from interp.runs import Run
     from tests.helpers import DEMO
 

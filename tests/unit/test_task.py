@@ -171,7 +171,7 @@ def test_candidates_hold_the_group_outputs_with_the_correct_one_at_the_selector(
 @pytest.mark.parametrize(
     "spec,fragment",
     [
-        (TaskSpec(k=0), "k must be >= 2"),
+        (TaskSpec(k=0), "k must be >= 1"),
         (TaskSpec(k=37), "distinct first characters"),
         (TaskSpec(k=37, unique_first=False, len_z=1), "selectors do not fit"),
         (TaskSpec(k=10, n_bases=200, len_a=2), "exceed the 1296 distinct A strings"),
