@@ -4,14 +4,15 @@ does not, else inconclusive; too few replicates decide nothing) against the auth
 published, and measured only where none is.
 
     k1-control-tiny         K = 1 reaches exact match before K = 10's tau_half (README: "K = 1 learns quickly")
-    label-noise-tiny        tau(P) / tau(0) at P = 0.05 and 0.2 against the author's K = 20 ratios 0.835, 0.940
+    label-noise-tiny        tau_acc_half(P) / tau_acc_half(0) at P = 0.05, 0.2 against the author's K = 20 tau ratios
+                            0.835, 0.940
     hierarchy-tiny          the share of seeds with two plateaus by the author's rule (exp_hierarchical.py)
     holdout-tiny            held-out exact match below 0.2: a lookup table (the author's rule and finding, 3%)
     optimizer-branch-tiny   escapes within the horizon: the decoupled-weight-decay arms transition, the L2 ones stay
     reversal-transfer-tiny  the escape after a direction switch against the same direction from scratch (measured)
 
-Each takes the preset's table (`Sweep.table()`, `ForkFamily.table()`; the kept CSV in docs/data reads the same)
-and returns `Claim`s. numpy, pandas and scipy only.
+Each takes the preset's table (`Sweep.table()`, `ForkFamily.table()`; the kept CSVs of docs/data/variants/ read the
+same through `judge_table`) and returns `Claim`s. numpy, pandas and scipy only.
 """
 
 from __future__ import annotations
@@ -100,17 +101,33 @@ def k1_control(table: pd.DataFrame) -> list[Claim]:
                   RUNS, e)]
 
 
+def acc_half(steps, acc_cand, k: int, noise: float) -> tuple[float, bool]:
+    """The label-noise runs' time: the first evaluation at which the candidate accuracy on the clean targets reaches
+    half-way from chance (1/K) to what a model that fits its noisy targets can score on them (1 - P); (steps run,
+    True) when it never does. tau_half cannot time these runs: a pair trained on another candidate of its base is
+    scored on its clean one at tens of nats once learned, and at P = 0.05 the mean candidate loss already sits above
+    log K on the plateau (docs/variants.md)."""
+    s = np.asarray(steps, dtype=float)
+    acc = np.asarray(acc_cand, dtype=float)
+    level = 0.5 * (1.0 / k + 1.0 - noise)
+    hit = np.flatnonzero(acc >= level - 1e-9)  # an accuracy is a fraction: exactly half-way counts
+    if len(hit):
+        return float(s[hit[0]]), False
+    return (float(s.max()) if len(s) else math.nan), True
+
+
 def label_noise(table: pd.DataFrame) -> list[Claim]:
+    """tau_acc_half (`acc_half`, a column `analyses/variants.py` adds from each run's log) at each P over P = 0."""
     done, res = _done(table), _resolution(table)
     col = "task.label_noise" if "task.label_noise" in done else "label_noise"
     clean = done[done[col] == 0]
-    den = _seen(clean["tau_half"], clean["censored_tau_half"], clean["steps_run"], res)
+    den = _seen(clean["tau_acc_half"], clean["censored_tau_acc_half"], clean["steps_run"], res)
     out = []
     for p, ratio in LABEL_NOISE.items():
         noisy = done[np.isclose(done[col].astype(float), p)]
-        num = _seen(noisy["tau_half"], noisy["censored_tau_half"], noisy["steps_run"], res)
+        num = _seen(noisy["tau_acc_half"], noisy["censored_tau_acc_half"], noisy["steps_run"], res)
         margin = Margin.around(ratio, "the author's ratio, default 0.80-1.25x")
-        out.append(judge(f"tau_half at P = {p:g} / clean", f"{ratio:.3f} (K = 20)", margin, RUNS,
+        out.append(judge(f"tau_acc_half at P = {p:g} / clean", f"{ratio:.3f} (K = 20, tau)", margin, RUNS,
                          I.log_ratio_t(num, den)))
     return out
 
@@ -203,3 +220,21 @@ def reversal_transfer(table: pd.DataFrame, scratch: pd.DataFrame) -> list[Claim]
         out.append(judge(f"escape after the switch ({state} optimizer) / tau_half from scratch", "-", None, RUNS,
                          I.log_ratio_t(num, den)))
     return out
+
+
+SWEEP_VERDICTS = {"k1-control-tiny": k1_control, "label-noise-tiny": label_noise, "hierarchy-tiny": hierarchy,
+                  "holdout-tiny": holdout}
+FAMILY_VERDICTS = {"optimizer-branch-tiny": optimizer_branch, "reversal-transfer-tiny": reversal_transfer}
+
+
+def judge_table(preset: str, table: pd.DataFrame) -> list[Claim]:
+    """A preset's claims from its per-run table as `analyses/variants.py --csv` keeps it (docs/data/variants/): the
+    reversal's rows of kind "scratch" are its reference, the rest its forks."""
+    if preset in SWEEP_VERDICTS:
+        return SWEEP_VERDICTS[preset](table)
+    if preset == "reversal-transfer-tiny":
+        scratch = table["kind"].eq("scratch") if "kind" in table else pd.Series(False, index=table.index)
+        return reversal_transfer(table[~scratch], table[scratch])
+    if preset in FAMILY_VERDICTS:
+        return FAMILY_VERDICTS[preset](table)
+    raise ValueError(f"unknown preset {preset!r}; known: {', '.join([*SWEEP_VERDICTS, *FAMILY_VERDICTS])}")

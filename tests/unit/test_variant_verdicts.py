@@ -26,12 +26,20 @@ def test_k1_control():
 
 
 def test_label_noise_ratios():
-    rows = [{"task.label_noise": 0.0, "tau_half": 1000 + 10 * s} for s in range(3)]
-    rows += [{"task.label_noise": 0.05, "tau_half": 850 + 10 * s} for s in range(3)]  # 0.85: the author's 0.835
-    rows += [{"task.label_noise": 0.2, "tau_half": 2000 + 10 * s} for s in range(3)]  # 2x: far from 0.94
-    got = {c.name: c.verdict for c in V.label_noise(_runs(rows))}
-    assert got["tau_half at P = 0.05 / clean"] == REPRODUCED
-    assert got["tau_half at P = 0.2 / clean"] == NOT_REPRODUCED
+    rows = [{"task.label_noise": 0.0, "tau_acc_half": 1000 + 10 * s} for s in range(3)]
+    rows += [{"task.label_noise": 0.05, "tau_acc_half": 850 + 10 * s} for s in range(3)]  # 0.85: the author's 0.835
+    rows += [{"task.label_noise": 0.2, "tau_acc_half": 2000 + 10 * s} for s in range(3)]  # 2x: far from 0.94
+    got = {c.name: c.verdict for c in V.label_noise(_runs([{**r, "censored_tau_acc_half": False} for r in rows]))}
+    assert got["tau_acc_half at P = 0.05 / clean"] == REPRODUCED
+    assert got["tau_acc_half at P = 0.2 / clean"] == NOT_REPRODUCED
+
+
+def test_the_label_noise_time_is_half_way_to_what_the_noisy_targets_allow():
+    steps = [0, 25, 50, 75, 100]
+    # K = 10, P = 0.2: chance 0.1, ceiling 0.8 on the clean targets, half-way 0.45 (tau_half's "half of log K")
+    assert V.acc_half(steps, [0.1, 0.3, 0.44, 0.45, 0.78], 10, 0.2) == (75.0, False)
+    assert V.acc_half(steps, [0.1, 0.3, 0.44, 0.45, 0.54], 10, 0.0) == (100.0, True)  # 0.55 never reached: censored
+    assert V.acc_half(steps, [0.1, 0.6, 0.6, 0.6, 0.6], 10, 0.0) == (25.0, False)
 
 
 def test_two_plateaus_rule_and_hierarchy_shares():
