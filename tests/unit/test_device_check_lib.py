@@ -134,13 +134,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys, monke
 
 def test_the_time_boxes_grow_with_the_machines_measured_slowness():
     """A machine as fast as the reference keeps the boxes; one twice as slow (busy, or an older CPU) doubles them; a
-    faster one never shrinks them. The workload is measured, positive, and of the order of the reference."""
+    faster one never shrinks them. The workload is measured and positive (no bound on its time: a busy machine may take
+    any time, and speed lives in benchmarks/, never in a test)."""
     from device_check_lib import REFERENCE_SECONDS, box_factor, reference_workload_seconds
 
     assert box_factor(REFERENCE_SECONDS) == 1.0 and box_factor(REFERENCE_SECONDS / 3) == 1.0
     assert box_factor(2 * REFERENCE_SECONDS) == pytest.approx(2.0)
     seconds = reference_workload_seconds(repeats=1)
-    assert 0 < seconds < 100 * REFERENCE_SECONDS
+    assert 0 < seconds < float("inf")
 
 
 def test_a_part_killed_at_its_box_is_slow_and_the_check_exits_0(tmp_path, monkeypatch):
