@@ -116,28 +116,17 @@ def family_table(name: str, folder: Path, workers: int, steps: int | None = None
     return family.table(), scratch
 
 
-def positive(text: str) -> int:
-    """A whole number >= 1 (argparse's type: its error is one line)."""
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
-
-
 def main() -> None:
+    from interp.analysis.registry import positive_int
+
     one_line_errors(Path(sys.argv[0]).name)
     parser = parser_of(__doc__.splitlines()[0])
     parser.add_argument("preset", choices=[*SWEEPS, *FAMILIES])
     parser.add_argument("folder", nargs="?", help="the preset's folder (default: variants/PRESET)")
     parser.add_argument("--csv", help="write the per-run table here (e.g. docs/data/variants/PRESET.csv)")
-    parser.add_argument("--workers", type=positive, default=2)
-    parser.add_argument("--steps", type=positive, help="cut down: each run's steps and a fork's horizon")
-    parser.add_argument("--seeds", type=positive, help="cut down: the first N seeds")
+    parser.add_argument("--workers", type=positive_int, default=2)
+    parser.add_argument("--steps", type=positive_int, help="cut down: each run's steps and a fork's horizon")
+    parser.add_argument("--seeds", type=positive_int, help="cut down: the first N seeds")
     args = parser.parse_args()
     folder = Path(args.folder or Path("variants") / args.preset)
     if args.csv is not None and Path(args.csv).is_dir():
