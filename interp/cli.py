@@ -176,7 +176,8 @@ def _train(run, device: str, args: argparse.Namespace, fresh: bool = False, resu
             raise  # cmd_train removes the folder, main() says "interrupted"
         print(f"\ninterrupted; continue with: interp train --resume --out {run.path}", file=sys.stderr)
         return 130
-    note = " (stopped after the snap)" if result.stopped_early else ""
+    decided = (run.status or {}).get("outcome") if (run.status or {}).get("decided") else None
+    note = f" (stopped: {decided})" if decided else " (stopped after the snap)" if result.stopped_early else ""
     if result.trained:
         print(f"trained to step {result.last_step} in {result.seconds:.1f} s{note}", file=sys.stderr)
     else:
@@ -412,9 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="for a sweep: also write each done run's report beside it, linked from the table")
         p.set_defaults(func=cmd_report if name == "report" else cmd_timeline)
 
-    from interp import cli_doctor, cli_export, cli_fork, cli_import, cli_mechanisms, cli_sweep
+    from interp import cli_doctor, cli_export, cli_fork, cli_import, cli_mechanisms, cli_phase, cli_sweep
 
-    for module in (cli_sweep, cli_fork, cli_mechanisms, cli_export, cli_doctor, cli_import):  # each module's subcommands
+    for module in (cli_sweep, cli_fork, cli_mechanisms, cli_export, cli_doctor, cli_import, cli_phase):  # each module's subcommands
         module.add_parsers(sub)
 
     add_ls_parser(sub)

@@ -166,6 +166,12 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     from interp.sweeps.sweep import Sweep
 
     sweeps = [Sweep.open(path) for path in args.sweep]
+    if args.q:
+        from interp.cli_phase import cmd_scaling_q
+
+        if args.threshold is not None:
+            raise InterpError("--q and --threshold are two different fits: give one")
+        return cmd_scaling_q(args, sweeps)
     table = pooled_table(sweeps)
     label = str(sweeps[0].path) if len(sweeps) == 1 else f"{len(sweeps)} sweeps pooled ({', '.join(str(s.path) for s in sweeps)})"
     if args.threshold is not None:
@@ -381,6 +387,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--threshold", metavar="F[,F...]|all",
                    help="refit delta with tau at each of these fractions of log K (0.3 to 0.7: the author's "
                         "robustness check) and judge its spread; all: 0.3,0.4,0.5,0.6,0.7")
+    p.add_argument("--q", action="store_true",
+                   help="the dissipation laws instead: Q = c log(K / K*) per lr over the transitioned runs, and c(lr) "
+                        "(docs/phase.md)")
+    p.add_argument("--q-window", default="Q_dz", choices=["Q_dz", "Q_transition", "Q_plateau", "Q_prior", "Q_total"],
+                   help="with --q: the window Q is summed over (default Q_dz, the author's dz window)")
     p.add_argument("--json", action="store_true", help="every fit as JSON")
     p.set_defaults(func=cmd_scaling)
 

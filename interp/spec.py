@@ -29,6 +29,11 @@ PRECISIONS = ("float32", "bf16")  # the training step's arithmetic (interp.preci
 OPTIMIZERS = ("adamw", "adam-l2", "adam", "sgd", "rmsprop")
 ADAM_FAMILY = ("adamw", "adam-l2", "adam")
 OPTIMIZER_FIELDS = ("optimizer", "momentum", "eps", "bias_correction")  # TrainSpec's, written only when set
+# TrainSpec's outcome rules (interp.outcome) at the author's values (eta_sweep/run_single.py), written only when changed
+OUTCOME_DEFAULTS = {"stop_when_decided": False, "plateau_band": 0.05, "plateau_gap": 0.05, "transition_below": 0.3,
+                    "transition_hold": 500, "stuck_hold": 2000, "stuck_after": 2000, "diverge_above": 1.5,
+                    "diverge_hold": 500, "diverge_after": 200, "decided_tail": 0}
+OUTCOME_RULES = tuple(name for name in OUTCOME_DEFAULTS if name != "stop_when_decided")
 
 
 # ---------------------------------------------------------------------------- model
@@ -84,7 +89,8 @@ class TrainSpec(Section):
 
     SECTION = "train"
     # written only when set: a run made before these fields hashes as it did
-    OMITTED_AT = {"precision": "float32", "optimizer": "adamw", "momentum": 0.0, "eps": 1e-8, "bias_correction": True}
+    OMITTED_AT = {"precision": "float32", "optimizer": "adamw", "momentum": 0.0, "eps": 1e-8, "bias_correction": True,
+                  **OUTCOME_DEFAULTS}
 
     steps: int = 20000
     lr: float = 1e-3
@@ -119,6 +125,19 @@ class TrainSpec(Section):
     momentum: float = 0.0  # SGD's and RMSProp's momentum (0: none); Adam's first moment is beta1
     eps: float = 1e-8  # added to the root of the second moment (Adam, RMSProp)
     bias_correction: bool = True  # Adam's 1 - beta^t corrections of both moments; False: the raw moments
+    # a run's outcome (interp.outcome, docs/phase.md): transitioned, stuck or diverged, by the author's rules with
+    # these thresholds; with stop_when_decided training stops once it is decided. All omitted at their defaults
+    stop_when_decided: bool = False
+    plateau_band: float = 0.05  # on the plateau: candidate loss within this fraction of log K ...
+    plateau_gap: float = 0.05  # ... and the shuffle gap dz below this many nats
+    transition_below: float = 0.3  # transitioned: candidate loss below this fraction of log K ...
+    transition_hold: int = 500  # ... for this many steps
+    stuck_hold: int = 2000  # stuck: on the plateau for this many steps ...
+    stuck_after: int = 2000  # ... decided no earlier than this step
+    diverge_above: float = 1.5  # diverged: candidate loss above this fraction of log K (or not finite) ...
+    diverge_hold: int = 500  # ... for this many steps ...
+    diverge_after: int = 200  # ... counted from this step
+    decided_tail: int = 0  # with stop_when_decided, steps trained on after a transition is decided (author's: 2000)
 
     def validate(self) -> None:
         check_int("steps", self.steps, minimum=1)
@@ -149,6 +168,19 @@ class TrainSpec(Section):
                 f"unknown checkpoint_dtype {self.checkpoint_dtype!r}; allowed: {', '.join(CHECKPOINT_DTYPES)}"
             )
         self._validate_optimizer()
+        self._validate_outcome()
+
+    def _validate_outcome(self) -> None:
+        check_bool("stop_when_decided", self.stop_when_decided)
+        check_float("plateau_band", self.plateau_band, low=0, low_open=True, high=1, high_open=True)
+        check_float("plateau_gap", self.plateau_gap, low=0, low_open=True)
+        check_float("transition_below", self.transition_below, low=0, low_open=True, high=1, high_open=True)
+        check_float("diverge_above", self.diverge_above, low=1, low_open=True)
+        for name in ("transition_hold", "stuck_hold", "stuck_after", "diverge_hold", "diverge_after", "decided_tail"):
+            check_int(name, getattr(self, name), minimum=0)
+        if self.transition_below >= 1 - self.plateau_band:
+            raise InterpError(f"transition_below {self.transition_below} must lie below the plateau band "
+                              f"(1 - plateau_band = {1 - self.plateau_band:g})")
 
     def _validate_optimizer(self) -> None:
         """The optimizer and the settings it takes: a setting another optimizer owns is refused, not ignored."""

@@ -65,6 +65,11 @@ def run_summary(run: Run) -> dict:
                                            *spec.task.hierarchy_factors)
     found = facts(run)  # derived once per version of the metrics log
     out.update({key: getattr(found, key) for key in FACTS})
+    if run.log_k > 0:  # transitioned, stuck or diverged by the run's rules (interp.outcome)
+        from interp.outcome import outcome_of
+
+        judged = outcome_of(run)
+        out["outcome"] = {**judged.as_row(), "stopped": judged.stopped}
     return out
 
 
@@ -110,6 +115,11 @@ def run_rows(s: dict) -> Rows:
                            "; its metrics log is interp's own, carried over" if imported["log"] == "carried" else "")
                         + (f"; {len(imported['notes'])} notes on what is not exact (interp show --json)"
                            if imported["notes"] else "")))
+    judged = s.get("outcome")
+    if judged:
+        rows.append(("outcome", judged["outcome"]
+                     + (f" at step {judged['decided_at']}" if judged["decided_at"] is not None else "")
+                     + f": {judged['outcome_reason']}" + ("; training stopped there" if judged["stopped"] else "")))
     held = s.get("heldout")
     if held:
         held_ratio = None if held["loss_cand"] is None or not lk > 0 else held["loss_cand"] / lk

@@ -50,6 +50,7 @@ from interp.errors import InterpError
 from interp.metrics import evaluate_examples, inbatch_shuffled_first_loss, summarize
 from interp.names import HELDOUT_PREFIX
 from interp.optimizer_stats import optimizer_columns
+from interp.outcome import Rules, Tracker
 from interp.model import build_model, native_optimizer_state, to_device
 from interp.runs import Run
 from interp.seeding import step_generator
@@ -62,6 +63,15 @@ from interp.transition import LEAVE_FRACTION, SNAP_FRACTION
 
 _build_optimizer = build_optimizer  # the name older callers use
 _UNSET = object()
+
+class Diverged(InterpError):
+    """Training met a non-finite loss at `step`: with stop_when_decided the run ends there, decided "diverged";
+    otherwise it fails, and its status records `diverged_at` (interp.outcome reads it)."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
+
 
 EXACT_THRESHOLD = 0.99  # stop_after_exact counts from the first evaluation with exact match >= this
 EVAL_LOSSES = ("loss", "loss_first", "loss_cand", "loss_cand_first")  # all NaN / inf: training is stopped
@@ -195,14 +205,36 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
     history = [float(v) for v in logged["loss_cand"]]
     snap = next((s for s, v in zip(logged["step"], history) if v < SNAP_FRACTION * log_k), None)
     exact = next((s for s, v in zip(logged["step"], logged["acc_exact"]) if v >= EXACT_THRESHOLD), None)
+    rules = Rules.of(tspec)
+    tracker = Tracker(rules, log_k) if log_k > 0 else None  # the run's outcome (interp.outcome), judged live
+    if tracker is not None and resume is not None:  # judged again on the rows kept up to the resume point
+        tracker.feed([r for r in run.metric_rows() if r["step"] <= start])
+
+    def decided_stop() -> int | None:
+        """The step a run with stop_when_decided ends at, once its outcome is decided."""
+        if not tspec.stop_when_decided or tracker is None or tracker.decision is None:
+            return None
+        return tracker.decision.stop_step(rules)
 
     def stop_due(step: int) -> bool:
-        """Stop `stop_after_snap` steps after the snap, or `stop_after_exact` after exact match >= 0.99."""
+        """Stop `stop_after_snap` steps after the snap, `stop_after_exact` after exact match >= 0.99, or once the
+        outcome is decided (stop_when_decided)."""
+        decided = decided_stop()
         return ((tspec.stop_after_snap is not None and snap is not None and step >= snap + tspec.stop_after_snap)
                 or (tspec.stop_after_exact is not None and exact is not None
-                    and step >= exact + tspec.stop_after_exact))
+                    and step >= exact + tspec.stop_after_exact)
+                or (decided is not None and step >= decided))
+
+    def decided_fields() -> dict:
+        """What status.json records of a decided outcome (nothing when undecided)."""
+        if tracker is None or tracker.decision is None:
+            return {}
+        d = tracker.decision
+        return {"outcome": d.outcome, "decided_at": d.step, "outcome_reason": d.reason,
+                "decided": bool(tspec.stop_when_decided)}
     status = run.status or {}
-    if resume is not None and (start >= tspec.steps or stop_due(start)) and status.get("state") == "done":
+    if resume is not None and (start >= tspec.steps or stop_due(start) or status.get("decided")) \
+            and status.get("state") == "done":
         # a finished run resumed: nothing to train, nothing written (not even its status or run.json)
         return TrainResult(run, start, stop_due(start), float(status.get("wall_seconds") or base_seconds), trained=False)
     segment = run_segments.current(start, device, torch.get_num_threads())
@@ -234,9 +266,9 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
         model.train()
         losses = [row[name] for name in EVAL_LOSSES if name in row]
         if losses and not any(math.isfinite(v) for v in losses):
-            raise InterpError(
+            raise Diverged(
                 f"the evaluation loss became {losses[0]} at step {step} (lr {lr:g}; every loss metric is): training "
-                f"diverged and was stopped; {kept()}. Try a lower --lr, --grad-clip or --init-std"
+                f"diverged and was stopped; {kept()}. Try a lower --lr, --grad-clip or --init-std", step
             )
         return {"step": step, "lr": lr, "train_loss": train_loss, **row}
 
@@ -301,9 +333,9 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
                 group["lr"] = lr
             loss = stepper(step)
             if not bool(torch.isfinite(loss)):
-                raise InterpError(
+                raise Diverged(
                     f"the training loss became {float(loss)} at step {step} (lr {lr:g}): training diverged "
-                    f"and was stopped; {kept()}. Try a lower --lr or --grad-clip"
+                    f"and was stopped; {kept()}. Try a lower --lr or --grad-clip", step
                 )
             running += loss
             n_running += 1
@@ -327,6 +359,9 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
                 snap = step
             if exact is None and row["acc_exact"] >= EXACT_THRESHOLD:
                 exact = step
+            if tracker is not None:
+                tracker.update(step, row["loss_cand"], row.get("shuffle_gap"), row["train_loss"])
+                early_stop = early_stop or stop_due(step)
             if scheduled or dense or early_stop:
                 checkpoint(step)
             bar.set_postfix_str((f"Lc/logK={row['loss_cand'] / log_k:.3f}" if log_k > 0 else f"L={row['loss']:.3f}")
@@ -334,6 +369,16 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
             if early_stop:
                 stopped_early = True
                 break
+    except Diverged as exc:
+        if not tspec.stop_when_decided:
+            run.write_status("failed", last_step=last_checkpoint, error=str(exc), wall_seconds=seconds(),
+                             diverged_at=exc.step)
+            raise
+        # decided: diverged. The run ends at its last checkpoint, a finished run (a sweep goes on with the next)
+        run.write_status("done", last_step=last_checkpoint, stopped_early=True, wall_seconds=seconds(),
+                         outcome="diverged", decided_at=exc.step, outcome_reason=str(exc).split(":")[0],
+                         decided=True, diverged_at=exc.step)
+        return TrainResult(run, last_checkpoint or 0, True, seconds())
     except Exception as exc:
         message = str(exc) if isinstance(exc, InterpError) else f"{type(exc).__name__}: {exc}"
         if is_allocation_failure(exc):
@@ -351,7 +396,7 @@ def _train(run: Run, device: str, progress: bool, stop_at: int | None, resume, m
         torch.use_deterministic_algorithms(was_deterministic)
     finished = stopped_early or step >= tspec.steps
     if finished:
-        run.write_status("done", last_step=step, stopped_early=stopped_early, wall_seconds=seconds())
+        run.write_status("done", last_step=step, stopped_early=stopped_early, wall_seconds=seconds(), **decided_fields())
     return TrainResult(run, step, stopped_early, seconds())
 
 

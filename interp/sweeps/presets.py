@@ -94,6 +94,25 @@ SWEEP_PRESETS: dict[str, SweepSpec] = {
     # 10% of the pairs (or of the bases) never trained on: is the held-out target predicted?
     "holdout-tiny": SweepSpec(base=_task(_TINY, n_bases=200, holdout_fraction=0.1),
                               grid=(("task.holdout_by", ("pair", "base")), ("seed", (0, 1, 2))), name="holdout-tiny"),
+    # the learning-rate phase diagram (issue 52, docs/phase.md): lr x K x 3 seeds on the tiny model at n_bases = 150,
+    # each run stopped once its outcome is decided by the author's rules (interp.outcome: transitioned after 500 steps
+    # below 0.3 log K, stuck after 2,000 on the plateau, diverged after 500 above 1.5 log K); evaluated every 50 steps
+    # (the author's cadence, on which the rules' windows are exact), at most 3,000 steps
+    "phase-tiny": SweepSpec(base=_task(_train(_TINY, steps=3000, eval_every=50, stop_after_snap=None,
+                                              stop_when_decided=True), n_bases=150),
+                            grid=(("task.k", (5, 10, 20)), ("train.lr", (1e-3, 3e-3, 1e-2, 3e-2)), ("seed", (0, 1, 2))),
+                            name="phase-tiny"),
+    # the author's eta-sweep (SPEC 13.4): the paper's model at n_bases = 1000, constant lr, no warmup, no clipping, lr
+    # 1e-4 .. 3e-2 x K 10, 15, 20, 25, 36 x 3 seeds, with the author's step budgets (100,000 at lr 1e-4, 50,000 at
+    # 3e-4, 30,000 at 1e-3 and 3e-3, 10,000 at 1e-2 and 3e-2) and his 2,000 steps after a decided transition
+    "phase-paper": SweepSpec(base=_train(_PAPER, stop_after_snap=None, stop_when_decided=True, decided_tail=2000,
+                                         schedule="constant", warmup_steps=0, grad_clip=None, eval_every=50,
+                                         checkpoint_every=1000, early_checkpoints=False, densify=False, compile=True),
+                             grid=(("task.k", (10, 15, 20, 25, 36)), ("seed", (0, 1, 2))),
+                             points=tuple({"train.lr": lr, "train.steps": steps} for lr, steps in
+                                          ((1e-4, 100_000), (3e-4, 50_000), (1e-3, 30_000), (3e-3, 30_000),
+                                           (1e-2, 10_000), (3e-2, 10_000))),
+                             name="phase-paper"),
     # the author's ten runs exactly (SPEC: scripts/posthoc_synergy_proxy.py's landauer_dense_k*): the
     # paper's model, n_bases 1000, AdamW lr 1e-3, weight decay 0.01, batch 128, constant lr, 50,000
     # steps, seed 42, one seed per K, evaluated every 50 steps, checkpoints every 100

@@ -332,7 +332,8 @@ class Sweep(Collection):
         error, bases per selector set (n_bases, or task.selector_groups when set), steps run,
         tau_half, tau_window, t_start, t_end, plateau height, snap step, steps to candidate
         accuracy >= 0.99 and to exact match >= 0.99, the shuffle gap's onset and lead (gap_onset,
-        gap_lead, gap_lead_snap, gap_lead_steps), wall seconds, and a `censored_<measure>` flag
+        gap_lead, gap_lead_snap, gap_lead_steps), wall seconds, the run's `outcome` and `decided_at`
+        (interp.outcome: transitioned, stuck, diverged, ...), and a `censored_<measure>` flag
         for every measure a finished run never reached (NaN value). With `circuits`, also each
         run's circuit columns, read from its analysis cache (`interp.sweeps.circuits`: the
         routing head, its onsets and leads, its ablation effect at tau, the groups above 80% at
@@ -351,8 +352,10 @@ class Sweep(Collection):
             row["bases_per_selector_set"] = math.nan if spec is None else spec.task.bases_per_selector_set
             try:
                 row.update(measures(st.run if st.state != "damaged" else None, spec, st.state))
+                row.update(outcome_columns(st.run if st.state != "damaged" else None))
             except InterpError as exc:  # damaged in a way only the summary reads (or since it was examined)
                 row.update(measures(None, spec, "damaged"), status="damaged", error=str(exc))
+                row.update(outcome_columns(None))
             if circuits:
                 row.update(circuit_row(st.run, row["status"], bool(row["censored_tau_half"])))
             rows.append(row)
@@ -377,6 +380,8 @@ class Sweep(Collection):
             steps = "-" if pd.isna(r["steps_run"]) else f"{r['steps_run']}/{_cell('train.steps', r['planned_steps'])}"
             line = (f"{r['run']:<{name_width}} {axes:<{width}} {r['status']:<12} steps {steps:<12} "
                     f"tau_half {tau:<7} wall {wall}")
+            if r.get("outcome") in DECIDED:  # transitioned / stuck / diverged (interp.outcome)
+                line += f"  {r['outcome']} at {r['decided_at']}"
             if isinstance(r["error"], str) and r["error"]:  # pandas shows a missing one as NaN
                 line += f"  error: {r['error']}"
             lines.append(line)
@@ -413,3 +418,18 @@ def _cell(field: str, value) -> str:
     if isinstance(value, float) and field_type(field) == "int" and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+DECIDED = ("transitioned", "stuck", "diverged")
+
+
+def outcome_columns(run) -> dict:
+    """A run's `outcome` (transitioned, stuck, diverged, inconclusive, crashed, running: interp.outcome) and the step
+    it was decided at; None for a run not started, damaged, or with K = 1."""
+    from interp.outcome import outcome_of
+
+    if run is None or run.spec.task.k < 2:
+        return {"outcome": None, "decided_at": None}
+    judged = outcome_of(run)
+    return {"outcome": judged.outcome, "decided_at": judged.decided_at}
+
