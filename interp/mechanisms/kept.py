@@ -142,7 +142,8 @@ REQUIRED = {
                     "k", "n_bases"),
 }
 TEXT = {"run", "status", "kind", "arm", "arm_params", "direction", "error", "source", "replicate", "routing_head",
-        "ablation_method", "circuits_reason", "escape_criterion", "gamma_range", "decodable_site", "label"}
+        "ablation_method", "circuits_reason", "escape_criterion", "gamma_range", "decodable_site", "label",
+        "outcome"}
 STATUSES = ("done", "failed", "interrupted", "not started", "damaged", "running")
 
 

@@ -185,6 +185,13 @@ CLAIMS: tuple[Claim, ...] = (
           _m(-BETA_BAND, BETA_BAND, f"beta near 0: within {BETA_BAND:g}, a quarter of the way to cancellation's 1"),
           FIT, I.OLS_T + " (log tau on log bases per selector set)", "sweep", SWEEP.format(preset="cancellation-tiny"),
           {**PAPER, "k": 10}),
+    *(Claim(f"q_law_{lr:g}", f"the dissipation law Q = c log(K / K*) at lr {lr:g}", f"c = {c:g}",
+            "eta_sweep/analysis/fit_per_eta.py (SPEC 13.4)",
+            Margin.around(c, f"a slope with no stated precision: 0.80-1.25x of {c:g}", null=0.0), FIT,
+            I.OLS_T + " (Q over the dz window on log K, the transitioned runs)", "sweep",
+            SWEEP.format(preset="phase-tiny"), {**PAPER, "lr": lr, "k": (10, 36)},
+            definition="Q summed with the held-out gradient every 50 steps (ours: every step's minibatch gradient)")
+      for lr, c in ((3e-4, 9.91), (1e-3, 4.29), (3e-3, 110.2))),
     Claim("fork_full_batch", "the clean full gradient re-solves fast", "~800 steps, against >= 16,000 with noise",
           "the author's forks (SPEC 8.1, 9.2)",
           _m(0.0, FORK_RATIO_MAX, f"full batch at least {1 / FORK_RATIO_MAX:g}x sooner than minibatch (the mechanism "

@@ -47,6 +47,18 @@ def _key(lr: float) -> float | None:
     return next((a for a in AUTHOR_C if math.isclose(a, lr, rel_tol=1e-9)), None)
 
 
+def transitioned_at(runs, lr: float, column: str):
+    """The transitioned runs at learning rate `lr` whose `column` is a finite number."""
+    import numpy as np
+    import pandas as pd
+
+    lrs = pd.to_numeric(runs["lr"], errors="coerce").to_numpy(float)
+    values = pd.to_numeric(runs[column], errors="coerce").to_numpy(float)
+    mask = (runs["outcome"] == "transitioned").to_numpy(bool) & np.isclose(lrs, lr, rtol=1e-9, atol=0) \
+        & np.isfinite(values)
+    return runs[mask]
+
+
 def check_q(runs, column: str, label: str) -> None:
     if column not in Q_COLUMNS:
         raise InterpError(f"unknown Q window {column!r}; known: {', '.join(Q_COLUMNS)}")
@@ -62,8 +74,7 @@ def q_law(runs, lr: float, column: str = "Q_dz", level: float = 0.95) -> QLaw:
     """Q = c log K + q0 over the transitioned runs at `lr` (module docstring)."""
     from interp.mechanisms.intervals import slope_t
 
-    d = runs[(runs["outcome"] == "transitioned") & runs["lr"].astype(float).apply(lambda v: math.isclose(v, lr))]
-    d = d[d[column].astype(float).apply(math.isfinite)]
+    d = transitioned_at(runs, lr, column)
     n_k = d["k"].nunique()
     if n_k < 3:
         return QLaw(lr, None, None, None, None, None, len(d), n_k,

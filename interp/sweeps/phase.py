@@ -28,6 +28,8 @@ from interp.errors import InterpError
 
 DZ_ONSET, DZ_TOP = 0.5, 0.9  # the author's dz window: dz > 0.5 nats, dz > 0.9 max dz
 Q_COLUMNS = ("Q_prior", "Q_plateau", "Q_transition", "Q_total", "Q_dz")
+RUN_COLUMNS = ("run", "k", "lr", "seed", "status", "batch_size", "outcome", "decided_at", "t1", "t2", "plateau_entry",
+               "t1_dz", "t2_dz", "width_steps", "width_sequences", "width_tokens", "q_source", "q_missing", *Q_COLUMNS)
 
 
 def _finite(v) -> bool:
@@ -116,7 +118,11 @@ def phase_table(sweep, rules: dict | None = None, table=None):
         else:
             row.update(run_phase(sweep.run(str(rec["run"])), rules))
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    for name in RUN_COLUMNS:  # every column, even for a sweep with no run (or none judged)
+        if name not in frame:
+            frame[name] = None
+    return frame
 
 
 def cells(phase):

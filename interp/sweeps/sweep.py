@@ -381,7 +381,7 @@ class Sweep(Collection):
             line = (f"{r['run']:<{name_width}} {axes:<{width}} {r['status']:<12} steps {steps:<12} "
                     f"tau_half {tau:<7} wall {wall}")
             if r.get("outcome") in DECIDED:  # transitioned / stuck / diverged (interp.outcome)
-                line += f"  {r['outcome']} at {r['decided_at']}"
+                line += f"  {r['outcome']} at {int(r['decided_at'])}"
             if isinstance(r["error"], str) and r["error"]:  # pandas shows a missing one as NaN
                 line += f"  error: {r['error']}"
             lines.append(line)
