@@ -286,6 +286,35 @@ def _runs_table(sweep: Sweep, table: pd.DataFrame, out: Path, linked: set[str]) 
     return (f"<table class=\"summary runs\" id=\"runs\">\n<tr>{header}</tr>\n" + "\n".join(rows) + "\n</table>")
 
 
+PHASE_SIMS = 500  # simulated grids per scenario for the report's eta_c interval (interp phase: 1000 by default)
+
+
+def _phase_section(sweep: Sweep, table: pd.DataFrame) -> Section | None:
+    """The learning-rate phase diagram (interp.sweeps.phase), for a sweep over two or more learning rates where some
+    run did not transition; None for any other sweep (it has no phase diagram to show)."""
+    from interp.cli_phase import phase_lines
+    from interp.plots.phase import phase_svg
+    from interp.sweeps.phase import phase, phase_table
+
+    judged = table[table["outcome"].notna()] if "outcome" in table else table.iloc[:0]
+    if judged["lr"].nunique() < 2 or (judged["outcome"] == "transitioned").all():
+        return None
+    section = Section("phase", "The learning-rate phase diagram",
+                      "The share of seeds that transitioned per (lr, K) by the outcome rules each run was trained "
+                      "with (S stuck, D diverged); per K, eta_c with its calibrated profile interval (diamond and "
+                      f"bar) and the author's least-squares fit (circle); the interval's cutoff is calibrated with "
+                      f"{PHASE_SIMS} simulated grids per scenario (docs/phase.md).")
+    try:
+        result = phase(sweep, sims=PHASE_SIMS, runs=phase_table(sweep, table=table))
+    except InterpError as exc:
+        section.problem = str(exc)
+        return section
+    text = "\n".join(phase_lines(result))
+    section.html = (f"<div id=\"phase-diagram\">{phase_svg(result)}</div>\n"
+                    f"<pre id=\"phase-text\">{html.escape(text)}</pre>")
+    return section
+
+
 def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: str = "tau_half",
                        progress: bool = False, table: pd.DataFrame | None = None) -> Path:
     """Write the sweep's report to `path`; with `runs`, also each done run's own report beside it.
@@ -304,6 +333,9 @@ def write_sweep_report(sweep: Sweep, path: str | Path, runs: bool = False, y: st
     sections = _figures(fits, table, metrics)
     sections += _circuit_sections(circuits, table, _circuit_series(sweep, table, metrics))
     sections.append(_edges_section(sweep, table))
+    phase_section = _phase_section(sweep, table)
+    if phase_section is not None:
+        sections.insert(0, phase_section)
     linked = set()
     if runs:
         for name in table.loc[table["status"] == "done", "run"]:

@@ -153,3 +153,16 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, case):
                 "unknown_rule": "unknown outcome rule", "bad_rule_value": "plateau_band must be",
                 "figure_suffix": ".svg", "q_window": "invalid choice"}[case]
     assert expected in err
+
+
+def test_sweep_report_shows_the_phase_diagram(tmp_path):
+    from interp.report.sweep import write_sweep_report
+
+    sweep = write_phase_sweep(tmp_path / "sw", LRS, (10,), (0, 1), threshold_outcomes(_eta))
+    page = write_sweep_report(sweep, tmp_path / "report.html").read_text()
+    assert 'id="phase-diagram"' in page and "K=10: eta_c = 0.00548" in page
+    start = page.index('<div id="phase-diagram">') + len('<div id="phase-diagram">')
+    ET.fromstring(page[start:page.index("</svg>", start) + len("</svg>")])
+    # a sweep whose runs all transitioned has no phase diagram section
+    other = write_phase_sweep(tmp_path / "all", LRS, (10,), (0,), lambda k, lr, s, rng: "transitioned")
+    assert "phase-diagram" not in write_sweep_report(other, tmp_path / "r2.html").read_text()
