@@ -166,3 +166,18 @@ def test_sweep_report_shows_the_phase_diagram(tmp_path):
     # a sweep whose runs all transitioned has no phase diagram section
     other = write_phase_sweep(tmp_path / "all", LRS, (10,), (0,), lambda k, lr, s, rng: "transitioned")
     assert "phase-diagram" not in write_sweep_report(other, tmp_path / "r2.html").read_text()
+
+
+def test_coverage_script_prints_its_table(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "analyses" / "phase_coverage.py"), "--sims", "100",
+                          "--csv", str(tmp_path / "c.csv")], capture_output=True, text=True, cwd=root / "analyses")
+    assert out.returncode == 0, out.stderr
+    assert "lowest coverage: chi-square" in out.stdout and (tmp_path / "c.csv").exists()
+    bad = subprocess.run([sys.executable, str(root / "analyses" / "phase_coverage.py"), "--lrs", "1e-3"],
+                         capture_output=True, text=True, cwd=root / "analyses")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
