@@ -3,7 +3,8 @@ that transitions per cell with exact intervals, eta_c(K), critical slowing and t
 
 Per run (`run_phase`), from its metrics log (an imported run's source history where denser):
 
-- outcome and decided_at (interp.outcome, with `--rule` changes);
+- outcome and decided_at (interp.outcome, with `--rule` changes); an imported run's own recorded status beside it
+  (source_outcome: the author's tracker's verdict);
 - t1, the last evaluation on the plateau (candidate loss >= (1 - plateau_band) log K) before t2, the first
   evaluation below transition_below log K; the snap width t2 - t1 in steps, in sequences (x batch size, the author's
   "tokens") and in tokens (x batch size x sequence length);
@@ -28,7 +29,7 @@ from interp.errors import InterpError
 
 DZ_ONSET, DZ_TOP = 0.5, 0.9  # the author's dz window: dz > 0.5 nats, dz > 0.9 max dz
 Q_COLUMNS = ("Q_prior", "Q_plateau", "Q_transition", "Q_total", "Q_dz")
-RUN_COLUMNS = ("run", "k", "lr", "seed", "status", "batch_size", "outcome", "decided_at", "t1", "t2", "plateau_entry",
+RUN_COLUMNS = ("run", "k", "lr", "seed", "status", "batch_size", "outcome", "decided_at", "source_outcome", "t1", "t2", "plateau_entry",
                "t1_dz", "t2_dz", "width_steps", "width_sequences", "width_tokens", "q_source", "q_missing", *Q_COLUMNS)
 
 
@@ -81,7 +82,9 @@ def run_phase(run, rules: dict | None = None) -> dict:
     log_k = math.log(spec.task.k)
     r = Rules.of(spec.train, **(rules or {}))
     judged = judge_rows(trajectory_rows(run), log_k, r, run.status)
-    out = {"outcome": judged.outcome, "decided_at": judged.decided_at}
+    source = ((run.imported or {}).get("status") or {})  # an imported run: the status its source recorded
+    out = {"outcome": judged.outcome, "decided_at": judged.decided_at,
+           "source_outcome": source.get("status") if isinstance(source, dict) else None}
     t2 = next((x["step"] for x in rows if x["loss_cand"] < r.transition_below * log_k), None)
     before = [x["step"] for x in rows if (t2 is None or x["step"] < t2) and x["loss_cand"] >= (1 - r.plateau_band) * log_k]
     t1 = before[-1] if before and t2 is not None else None

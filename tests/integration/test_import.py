@@ -195,6 +195,19 @@ def test_an_eta_sweep_folder_imports_as_a_sweep_that_scaling_fits(tmp_path, caps
     assert run.metric_rows()[0]["candidate_loss"] is not None  # the author's column under his name
     code, text, err = run_main(["scaling", str(out)], capsys)
     assert code == 0 and "scaling    delta =" in text, text + err
+    # the phase measures read the author's dense log: his outcome beside ours, Q from his held-out gradient (1.0
+    # every 50 steps here, so the trapezoid gives lr x the window's length)
+    from interp.sweeps.phase import phase_table
+
+    phase = phase_table(Sweep.open(out))
+    assert set(phase["source_outcome"]) == {"inconclusive"} and set(phase["outcome"]) <= {"inconclusive",
+                                                                                          "transitioned", "stuck"}
+    assert all("held-out" in s for s in phase["q_source"])
+    windows = phase.dropna(subset=["t1_dz", "t2_dz"])
+    for r in windows.to_dict("records"):
+        assert r["Q_dz"] == pytest.approx(0.003 * (r["t2_dz"] - r["t1_dz"]))
+    code, text, err = run_main(["scaling", str(out), "--q"], capsys)
+    assert code == 0 and "the author's held-out |g|^2" in text, text + err
     assert state_of(results) == before
 
 

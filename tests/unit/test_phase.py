@@ -181,3 +181,18 @@ def test_coverage_script_prints_its_table(tmp_path):
     bad = subprocess.run([sys.executable, str(root / "analyses" / "phase_coverage.py"), "--lrs", "1e-3"],
                          capture_output=True, text=True, cwd=root / "analyses")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_q_from_either_log_kind():
+    """interp's cumulative per-step Q: a difference of two rows; the author's held-out |g|^2 every 50 steps: the
+    trapezoid of lr |g|^2 (his compute_Q.py's integral), here of a linear ramp, which it integrates exactly."""
+    from interp.sweeps.phase import _q_reader
+
+    q, source = _q_reader([{"step": s, "dissipation": 0.01 * s} for s in (0, 50, 100, 150)])
+    assert "per-step" in source and q(50, 150) == pytest.approx(1.0)
+    rows = [{"step": s, "lr": 2e-3, "grad_sq_heldout": 1.0 + s / 100} for s in range(0, 501, 50)]
+    q, source = _q_reader(rows)
+    assert "held-out" in source
+    assert q(100, 300) == pytest.approx(2e-3 * (200 + (300 ** 2 - 100 ** 2) / 200))
+    assert math.isnan(q(100, 120))  # fewer than two logged points inside: no integral
+    assert _q_reader([{"step": 0, "loss_cand": 1.0}])[0] is None
