@@ -1,5 +1,5 @@
-"""The `interp phase` command and `interp scaling --q` (parsing and printing only): the learning-rate phase diagram
-of a sweep and its dissipation laws (interp.sweeps.phase, interp.sweeps.dissipation; docs/phase.md)."""
+"""The `interp phase` command (parsing and printing only): the learning-rate phase diagram of a sweep
+(interp.sweeps.phase; docs/phase.md). Its dissipation laws are `interp scaling --q` (interp.cli_sweep)."""
 
 from __future__ import annotations
 
@@ -49,63 +49,8 @@ def cmd_phase(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, default=str))
         return 0
-    for line in phase_lines(result):
+    for line in result.lines():
         print(line)
-    return 0
-
-
-def phase_lines(result) -> list[str]:
-    """The phase diagram as text: the cells, eta_c per K (three estimates), critical slowing."""
-    out = [f"{result.label}: {len(result.runs)} runs; outcome rules"
-           + (f" changed: {', '.join(f'{k}={v}' for k, v in result.rules.items())}" if result.rules else
-              " as each run was trained")]
-    out.append("  K     lr        n  trans  stuck  diverged  other  share  95% (Clopper-Pearson)")
-    for r in result.cells.to_dict("records"):
-        out.append(f"  {r['k']:<4}  {r['lr']:<8.3g}  {r['n']:<2} {r['transitioned']:>5}  {r['stuck']:>5}  "
-                   f"{r['diverged']:>8}  {r['other']:>5}  {r['share']:.2f}   [{r['share_low']:.2f}, {r['share_high']:.2f}]")
-    cover = min((c["coverage"] for c in result.coverage), default=math.nan)
-    out.append(f"eta_c(K): the lr at which half the seeds transition; ours = logistic GLM on log lr with a profile "
-               f"interval (cutoff {result.cutoff:.2f}, calibrated: its coverage of a known eta_c >= {cover:.3f} in "
-               f"every simulated scenario at this design)")
-    out.extend(f"  {f.summary()}" for f in result.fits)
-    for name, s in result.slowing.items():
-        what = "snap width t2 - t1" if name == "width_steps" else "t2 (steps to 0.3 log K)"
-        out.append(f"critical slowing, {what} on 1 - lr/eta_c: " + (
-            f"log-log slope {s['slope']:+.2f} [{s['low']:+.2f}, {s['high']:+.2f}] over {s['n']} runs (negative: "
-            f"slower near eta_c)" if s["slope"] is not None else f"n/a ({s['why']})"))
-    return out
-
-
-def cmd_scaling_q(args: argparse.Namespace, sweeps) -> int:
-    """`interp scaling --q`: Q = c log(K / K*) per lr over the transitioned runs of the sweep(s)."""
-    import pandas as pd
-
-    from interp.sweeps.dissipation import c_trend, check_q, q_laws
-    from interp.sweeps.phase import phase_table
-
-    runs = pd.concat([phase_table(s) for s in sweeps], ignore_index=True)
-    label = ", ".join(str(s.path) for s in sweeps)
-    check_q(runs, args.q_window, label)
-    laws = q_laws(runs, args.q_window)
-    trend = c_trend(laws)
-    if args.json:
-        print(json.dumps({"window": args.q_window, "laws": [law.to_dict() for law in laws], "c_trend": trend,
-                          "q_source": sorted(set(runs["q_source"].dropna()))}, indent=2))
-        return 0
-    source = "; ".join(sorted(set(runs["q_source"].dropna())))
-    print(f"{label}: {int((runs['outcome'] == 'transitioned').sum())} transitioned runs; Q = {args.q_window} "
-          f"(sum of lr |g|^2 over the window; from {source})")
-    for law in laws:
-        print(f"  {law.summary(args.q_window)}")
-    print("  c(lr): " + (f"log c on log lr slope {trend['slope']:+.2f} [{trend['low']:+.2f}, {trend['high']:+.2f}]"
-                         if trend["slope"] is not None else f"n/a ({trend['why']})"))
-    decomposition = runs[runs["outcome"] == "transitioned"].groupby(["lr", "k"])[
-        ["Q_prior", "Q_plateau", "Q_transition", "Q_dz"]].mean()
-    if len(decomposition):
-        print("  plateau decomposition (means over seeds): lr, K, Q_prior, Q_plateau, Q_transition, Q_dz")
-        for (lr, k), r in decomposition.iterrows():
-            print(f"    {lr:<8.3g} {int(k):<4} {_fmt(r['Q_prior'], '10.4g')} {_fmt(r['Q_plateau'], '10.4g')} "
-                  f"{_fmt(r['Q_transition'], '10.4g')} {_fmt(r['Q_dz'], '10.4g')}")
     return 0
 
 

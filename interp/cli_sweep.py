@@ -167,11 +167,9 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 
     sweeps = [Sweep.open(path) for path in args.sweep]
     if args.q:
-        from interp.cli_phase import cmd_scaling_q
-
         if args.threshold is not None:
             raise InterpError("--q and --threshold are two different fits: give one")
-        return cmd_scaling_q(args, sweeps)
+        return _scaling_q(args, sweeps)
     table = pooled_table(sweeps)
     label = str(sweeps[0].path) if len(sweeps) == 1 else f"{len(sweeps)} sweeps pooled ({', '.join(str(s.path) for s in sweeps)})"
     if args.threshold is not None:
@@ -194,6 +192,45 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     for line in fits.warnings:  # the damaged runs among them
         print(f"interp: warning: {line}", file=sys.stderr)
     return report_damaged(table, name_them=False)
+
+
+def _scaling_q(args: argparse.Namespace, sweeps) -> int:
+    """`interp scaling --q`: Q = c log(K / K*) per lr over the transitioned runs of the sweep(s)."""
+    import pandas as pd
+
+    from interp.sweeps.dissipation import c_trend, check_q, q_laws
+    from interp.sweeps.phase import phase_table
+
+    runs = pd.concat([phase_table(s) for s in sweeps], ignore_index=True)
+    label = ", ".join(str(s.path) for s in sweeps)
+    check_q(runs, args.q_window, label)
+    laws = q_laws(runs, args.q_window)
+    trend = c_trend(laws)
+    if args.json:
+        print(json.dumps({"window": args.q_window, "laws": [law.to_dict() for law in laws], "c_trend": trend,
+                          "q_source": sorted(set(runs["q_source"].dropna()))}, indent=2))
+        return 0
+    source = "; ".join(sorted(set(runs["q_source"].dropna())))
+    print(f"{label}: {int((runs['outcome'] == 'transitioned').sum())} transitioned runs; Q = {args.q_window} "
+          f"(sum of lr |g|^2 over the window; from {source})")
+    for law in laws:
+        print(f"  {law.summary(args.q_window)}")
+    print("  c(lr): " + (f"log c on log lr slope {trend['slope']:+.2f} [{trend['low']:+.2f}, {trend['high']:+.2f}]"
+                         if trend["slope"] is not None else f"n/a ({trend['why']})"))
+    decomposition = runs[runs["outcome"] == "transitioned"].groupby(["lr", "k"])[
+        ["Q_prior", "Q_plateau", "Q_transition", "Q_dz"]].mean()
+    if len(decomposition):
+        print("  plateau decomposition (means over seeds): lr, K, Q_prior, Q_plateau, Q_transition, Q_dz")
+        for (lr, k), r in decomposition.iterrows():
+            print(f"    {lr:<8.3g} {int(k):<4} {_q_fmt(r['Q_prior'], '10.4g')} {_q_fmt(r['Q_plateau'], '10.4g')} "
+                  f"{_q_fmt(r['Q_transition'], '10.4g')} {_q_fmt(r['Q_dz'], '10.4g')}")
+    return 0
+
+
+def _q_fmt(v, spec: str) -> str:
+    import math
+
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
 def pooled_table(sweeps):

@@ -190,3 +190,28 @@ class WriterLock:
         finally:
             os.close(fd)  # closing drops the probe's shared lock
         return False
+
+
+def load_jsonl(path: str | Path, what: str) -> list[dict]:
+    """Rows of a JSON-lines file; a torn last line (a crash mid-write) is left out, any other bad line refused."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InterpError(f"{path} is missing ({what})") from None
+    except UnicodeDecodeError:
+        raise InterpError(f"{path} is not UTF-8 text ({what})") from None
+    rows = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise InterpError(f"{path}: line {i + 1} is not JSON ({what})") from None
+        if not isinstance(row, dict):
+            raise InterpError(f"{path}: line {i + 1} is not a JSON object ({what})")
+        rows.append(row)
+    return rows

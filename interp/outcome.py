@@ -216,7 +216,7 @@ def source_trajectory(run) -> list[dict] | None:
     path = run.path / HISTORY_FILE
     if not path.exists():
         return None
-    from interp.imports.safe_load import load_jsonl
+    from interp.files import load_jsonl
 
     rows = []
     for row in load_jsonl(path, "the source's history"):

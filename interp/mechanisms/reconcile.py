@@ -27,6 +27,7 @@ from interp.mechanisms.reconcile_rules import CLAIMS, FORK_ESCAPE, FORK_STATE, C
 from interp.mechanisms.reconcile_rules import claim, each_arm, escape_difference, gamma_window_difference, setting_differences
 from interp.mechanisms.fork_measures import deepest_relapse, family_relapsed as _relapsed
 from interp.mechanisms.reconcile_table import ReconcileTable, value_text
+from interp.mechanisms.dissipation_claims import q_claims
 from interp.mechanisms.rules import Measure
 
 FIELDS = ("n_layers", "n_heads", "d_model", "d_mlp", "k", "n_bases", "lr", "batch_size", "checkpoint_every")
@@ -240,28 +241,6 @@ def _gather_sweep(sweep, compute: bool, progress: bool, mech=None) -> tuple[Gath
     else:
         g.missing["cancellation_beta"] = beta["why"]
     return g, mech
-
-
-def q_claims(g: Gathered, sweep, table) -> None:
-    """The dissipation-law claims (q_law_*): c of Q_dz = c log K + q0 over the sweep's transitioned runs at each of the
-    author's learning rates (`interp.sweeps.dissipation`), or why not."""
-    import numpy as np
-
-    from interp.mechanisms.intervals import slope_t
-    from interp.sweeps.dissipation import AUTHOR_C, transitioned_at
-    from interp.sweeps.phase import phase_table
-
-    runs = phase_table(sweep, table=table)
-    lrs = sorted(set(runs["lr"].astype(float)))
-    for lr in AUTHOR_C:
-        key = f"q_law_{lr:g}"
-        d = transitioned_at(runs, lr, "Q_dz")
-        e = slope_t(np.log(d["k"].astype(float)), d["Q_dz"].astype(float)) if d["k"].nunique() >= 3 else None
-        if e is None:
-            g.missing[key] = (f"{len(d)} transitioned runs with Q at lr {lr:g} over {d['k'].nunique()} K (needs 3 K; "
-                              f"the sweep's lrs: {', '.join(f'{v:g}' for v in lrs)})")
-            continue
-        g.ours[key] = Measure.of(e, f"Q_dz on log K at lr {lr:g}", {"n_x": e.n_x})
 
 
 def table_claims(g: Gathered, table) -> None:

@@ -292,7 +292,6 @@ PHASE_SIMS = 500  # simulated grids per scenario for the report's eta_c interval
 def _phase_section(sweep: Sweep, table: pd.DataFrame) -> Section | None:
     """The learning-rate phase diagram (interp.sweeps.phase), for a sweep over two or more learning rates where some
     run did not transition; None for any other sweep (it has no phase diagram to show)."""
-    from interp.cli_phase import phase_lines
     from interp.plots.phase import phase_svg
     from interp.sweeps.phase import phase, phase_table
 
@@ -309,7 +308,7 @@ def _phase_section(sweep: Sweep, table: pd.DataFrame) -> Section | None:
     except InterpError as exc:
         section.problem = str(exc)
         return section
-    text = "\n".join(phase_lines(result))
+    text = "\n".join(result.lines())
     section.html = (f"<div id=\"phase-diagram\">{phase_svg(result)}</div>\n"
                     f"<pre id=\"phase-text\">{html.escape(text)}</pre>")
     return section

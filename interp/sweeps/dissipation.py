@@ -72,8 +72,6 @@ def check_q(runs, column: str, label: str) -> None:
 
 def q_law(runs, lr: float, column: str = "Q_dz", level: float = 0.95) -> QLaw:
     """Q = c log K + q0 over the transitioned runs at `lr` (module docstring)."""
-    from interp.mechanisms.intervals import slope_t
-
     d = transitioned_at(runs, lr, column)
     n_k = d["k"].nunique()
     if n_k < 3:
@@ -82,22 +80,29 @@ def q_law(runs, lr: float, column: str = "Q_dz", level: float = 0.95) -> QLaw:
     import numpy as np
 
     x, y = np.log(d["k"].astype(float).to_numpy()), d[column].astype(float).to_numpy()
-    e = slope_t(x, y, level)
-    q0 = float(np.mean(y) - e.value * np.mean(x))
-    k_star = math.exp(-q0 / e.value) if e.value else None
-    return QLaw(lr, e.value, e.low, e.high, q0, k_star, len(d), n_k, "")
+    c, low, high, q0 = ols_slope(x, y, level)
+    k_star = math.exp(-q0 / c) if c else None
+    return QLaw(lr, c, low, high, q0, k_star, len(d), n_k, "")
 
 
 def q_laws(runs, column: str = "Q_dz") -> list[QLaw]:
     return [q_law(runs, float(lr), column) for lr in sorted(set(runs["lr"].astype(float)))]
 
 
+def ols_slope(x, y, level: float = 0.95) -> tuple[float, float, float, float]:
+    """(slope, its t interval's low and high, intercept) of an OLS of y on x (statsmodels)."""
+    import numpy as np
+    import statsmodels.api as sm
+
+    fit = sm.OLS(np.asarray(y, float), sm.add_constant(np.asarray(x, float))).fit()
+    low, high = fit.conf_int(1 - level)[1]
+    return float(fit.params[1]), float(low), float(high), float(fit.params[0])
+
+
 def c_trend(laws: list[QLaw]) -> dict:
     """log c on log lr over the lrs with a positive c (three or more), with its 95% t interval."""
-    from interp.mechanisms.intervals import slope_t
-
     pts = [(law.lr, law.c) for law in laws if law.c is not None and law.c > 0]
     if len(pts) < 3:
         return {"slope": None, "why": f"{len(pts)} lr(s) with a positive c: needs 3"}
-    e = slope_t([math.log(a) for a, _ in pts], [math.log(c) for _, c in pts], 0.95)
-    return {"slope": e.value, "low": e.low, "high": e.high, "n": len(pts), "why": ""}
+    slope, low, high, _ = ols_slope([math.log(a) for a, _ in pts], [math.log(c) for _, c in pts])
+    return {"slope": slope, "low": low, "high": high, "n": len(pts), "why": ""}

@@ -161,6 +161,27 @@ class Phase:
     coverage: list = field(default_factory=list)  # the calibration's check at a fresh seed (phase_fit.coverage)
     rules: dict = field(default_factory=dict)
 
+    def lines(self) -> list[str]:
+        """The phase diagram as text: the cells, eta_c per K (three estimates), critical slowing."""
+        out = [f"{self.label}: {len(self.runs)} runs; outcome rules"
+               + (f" changed: {', '.join(f'{k}={v}' for k, v in self.rules.items())}" if self.rules else
+                  " as each run was trained")]
+        out.append("  K     lr        n  trans  stuck  diverged  other  share  95% (Clopper-Pearson)")
+        for r in self.cells.to_dict("records"):
+            out.append(f"  {r['k']:<4}  {r['lr']:<8.3g}  {r['n']:<2} {r['transitioned']:>5}  {r['stuck']:>5}  "
+                       f"{r['diverged']:>8}  {r['other']:>5}  {r['share']:.2f}   [{r['share_low']:.2f}, {r['share_high']:.2f}]")
+        cover = min((c["coverage"] for c in self.coverage), default=math.nan)
+        out.append(f"eta_c(K): the lr at which half the seeds transition; ours = logistic GLM on log lr with a profile "
+                   f"interval (cutoff {self.cutoff:.2f}, calibrated: its coverage of a known eta_c >= {cover:.3f} in "
+                   f"every simulated scenario at this design)")
+        out.extend(f"  {f.summary()}" for f in self.fits)
+        for name, s in self.slowing.items():
+            what = "snap width t2 - t1" if name == "width_steps" else "t2 (steps to 0.3 log K)"
+            out.append(f"critical slowing, {what} on 1 - lr/eta_c: " + (
+                f"log-log slope {s['slope']:+.2f} [{s['low']:+.2f}, {s['high']:+.2f}] over {s['n']} runs (negative: "
+                f"slower near eta_c)" if s["slope"] is not None else f"n/a ({s['why']})"))
+        return out
+
     def eta_c(self) -> dict:
         return {f.k: f for f in self.fits}
 

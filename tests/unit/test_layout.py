@@ -161,7 +161,7 @@ FLOORS = (
               "interp.run_layout", "interp.presentable")),
     ("task/model", ("interp.task", "interp.task_draws", "interp.model", "interp.fastpath")),
     ("run", ("interp.runs", "interp.checkpoints", "interp.run_states", "interp.run_segments", "interp.metrics",
-             "interp.metrics_log", "interp.transition", "interp.summary", "interp.task_tables")),
+             "interp.metrics_log", "interp.transition", "interp.summary", "interp.task_tables", "interp.outcome")),
     ("training", ("interp.steps", "interp.optimizer", "interp.optimizers", "interp.optimizer_stats", "interp.replay",
                   "interp.sinks", "interp.train", "interp.imports")),
     ("analysis", ("interp.analysis", "interp.timelines")),
@@ -169,7 +169,8 @@ FLOORS = (
     ("judgement", ("interp.mechanisms", "interp.reconcile")),
     ("presentation", ("interp.plots", "interp.display", "interp.report", "interp.tracking")),
     ("entry", ("interp", "interp.cli", "interp.cli_fork", "interp.cli_sweep", "interp.cli_mechanisms", "interp.cli_show",
-               "interp.cli_export", "interp.cli_track", "interp.cli_doctor", "interp.cli_import")),
+               "interp.cli_export", "interp.cli_track", "interp.cli_doctor", "interp.cli_import",
+               "interp.cli_phase")),
 )
 
 
