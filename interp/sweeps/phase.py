@@ -175,8 +175,10 @@ class Phase:
                    f"interval (cutoff {self.cutoff:.2f}, calibrated: its coverage of a known eta_c >= {cover:.3f} in "
                    f"every simulated scenario at this design)")
         out.extend(f"  {f.summary()}" for f in self.fits)
+        names = {"width_steps": "snap width t2 - t1", "width_dz": "the author's snap width t2_dz - t1_dz",
+                 "t2": "t2 (steps to the transition threshold)"}
         for name, s in self.slowing.items():
-            what = "snap width t2 - t1" if name == "width_steps" else "t2 (steps to 0.3 log K)"
+            what = names[name]
             out.append(f"critical slowing, {what} on 1 - lr/eta_c: " + (
                 f"log-log slope {s['slope']:+.2f} [{s['low']:+.2f}, {s['high']:+.2f}] over {s['n']} runs (negative: "
                 f"slower near eta_c)" if s["slope"] is not None else f"n/a ({s['why']})"))
@@ -235,9 +237,10 @@ def phase(sweep, rules: dict | None = None, sims: int = 1000, label: str | None 
 
 
 def critical_slowing(runs, fits: dict) -> dict:
-    """The trend of the snap width (t2 - t1) and of t2 as lr approaches eta_c: OLS of log width on
-    log(1 - lr / eta_c(K)) with a per-K intercept, over transitioned runs below their K's eta_c; its slope with a
-    95% interval (negative: slower near eta_c). Runs at K without an eta_c are left out."""
+    """The trend of the snap width (t2 - t1; the author's t2_dz - t1_dz) and of t2 as lr approaches eta_c: OLS of
+    log width on log(1 - lr / eta_c(K)) with a per-K intercept, over transitioned runs below their K's eta_c; its
+    slope with a 95% interval (negative: slower near eta_c). Runs at K without an eta_c are left out; widths that are
+    all one value (the evaluation grid's spacing) give no slope, and say so."""
     import numpy as np
     import pandas as pd
     import statsmodels.formula.api as smf
@@ -247,11 +250,17 @@ def critical_slowing(runs, fits: dict) -> dict:
                    for k in ok["k"]]
     ok = ok[np.isfinite(ok["eta_c"].astype(float)) & (ok["lr"].astype(float) < ok["eta_c"].astype(float))]
     out = {}
-    for y in ("width_steps", "t2"):
+    ok["width_dz"] = pd.to_numeric(ok["t2_dz"], errors="coerce") - pd.to_numeric(ok["t1_dz"], errors="coerce")
+    for y in ("width_steps", "width_dz", "t2"):
         d = ok[pd.to_numeric(ok[y], errors="coerce") > 0]
         if len(d) < 4 or d["lr"].nunique() < 2:
             out[y] = {"slope": None, "low": None, "high": None, "n": len(d),
                       "why": f"{len(d)} transitioned runs below eta_c at {d['lr'].nunique()} lr(s): needs 4 at 2"}
+            continue
+        if d[y].nunique() == 1:
+            out[y] = {"slope": None, "low": None, "high": None, "n": len(d),
+                      "why": f"every one of the {len(d)} is {int(d[y].iloc[0])} steps: the log's resolution (the "
+                             f"change is sharper than the evaluation grid)"}
             continue
         frame = pd.DataFrame({"y": np.log(d[y].astype(float)),
                               "x": np.log(1 - d["lr"].astype(float) / d["eta_c"].astype(float)),
