@@ -42,6 +42,8 @@ _LAZY = {
     "open": "interp.collections.folders",  # interp.open(path): a Run, a Sweep or a ForkFamily
     "import_run": "interp.collections.imports",  # interp.import_run(src, out): a run made elsewhere (docs/import.md)
     "evaluate_run": "interp.imports.evaluate",  # the metrics log rebuilt from the checkpoints
+    "outcome_of": "interp.outcome",  # interp.outcome_of(run): transitioned, stuck or diverged (docs/phase.md)
+    "phase": "interp.sweeps.phase",  # interp.phase(sweep): the learning-rate phase diagram (docs/phase.md)
 }
 
 
