@@ -78,10 +78,11 @@ def run_phase(run, rules: dict | None = None) -> dict:
     from interp.outcome import Rules, judge_rows, trajectory_rows
 
     spec = run.spec
-    rows = [r for r in trajectory_rows(run) if _finite(r.get("loss_cand"))]
+    logged = trajectory_rows(run)
+    rows = [r for r in logged if _finite(r.get("loss_cand"))]
     log_k = math.log(spec.task.k)
     r = Rules.of(spec.train, **(rules or {}))
-    judged = judge_rows(trajectory_rows(run), log_k, r, run.status)
+    judged = judge_rows(logged, log_k, r, run.status)
     source = ((run.imported or {}).get("status") or {})  # an imported run: the status its source recorded
     out = {"outcome": judged.outcome, "decided_at": judged.decided_at,
            "source_outcome": source.get("status") if isinstance(source, dict) else None}
@@ -94,7 +95,7 @@ def run_phase(run, rules: dict | None = None) -> dict:
     out.update({"t1": t1, "t2": t2, "plateau_entry": entry, "t1_dz": t1_dz, "t2_dz": t2_dz, "width_steps": width,
                 "width_sequences": None if width is None else width * spec.train.batch_size,
                 "width_tokens": None if width is None else width * spec.train.batch_size * spec.task.sequence_length})
-    q, source = _q_reader(trajectory_rows(run))
+    q, source = _q_reader(logged)
     out["q_source"] = source if q is not None else None
     out["q_missing"] = None if q is not None else source
     first = rows[0]["step"] if rows else None

@@ -131,3 +131,18 @@ def test_spec_refuses_bad_thresholds():
 def test_k1_has_no_outcome():
     with pytest.raises(InterpError, match="K >= 2"):
         Tracker(Rules(), 0.0)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["train", "--plateau-band", "2"], "plateau_band must be"),
+    (["train", "--stuck-holds", "5"], "unrecognized arguments"),
+    (["sweep", "--preset", "tiny", "--grid", "train.stuck_holds=1,2"], "unknown field"),
+    (["train", "--transition-below", "0.99"], "transition_below 0.99 must lie below the plateau band"),
+])
+def test_bad_thresholds_on_the_command_line(tmp_path, capsys, argv, expected):
+    from tests.helpers import run_main
+
+    out = tmp_path / "run"
+    code, _, err = run_main([*argv, "--out", str(out)], capsys)
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
