@@ -25,7 +25,7 @@ from interp.forks.arms import Arm, ForkStart, fork_seed, make_arm
 
 # settings a fork may change besides its arm: how it is recorded, never how it trains
 STORAGE = ("eval_every", "checkpoint_every", "checkpoint_dtype", "save_optimizer", "stop_after_snap",
-           "dense_until", "densify", "early_checkpoints", "eval_size")
+           "dense_until", "densify", "early_checkpoints", "eval_size", "stop_when_decided")
 DEFAULT_GAMMA_WINDOW = 200
 
 
@@ -93,11 +93,14 @@ def check_state(parent, step: int) -> None:
 
 def fork_spec(parent, step: int, arm: Arm, horizon: int, settings: dict | None = None):
     """The fork's RunSpec: the parent's, with the arm's training change, `settings` (STORAGE only)
-    and steps = fork step + horizon. Refuses a bad horizon or setting."""
+    and steps = fork step + horizon (stop_when_decided off unless `settings` turn it on). Refuses a bad horizon or
+    setting."""
     from interp.spec import check_int
 
     check_int("--steps (the horizon after the fork)", horizon, minimum=1)
     settings = dict(settings or {})
+    # a fork runs its horizon: a parent's early stop by outcome (interp.outcome) is not inherited unless asked for
+    settings.setdefault("stop_when_decided", False)
     bad = sorted(set(settings) - set(STORAGE))
     if bad:
         raise InterpError(f"a fork cannot change {', '.join(bad)} (its arm says what changes); allowed: "

@@ -185,6 +185,24 @@ class Phase:
                 f"slower near eta_c)" if s["slope"] is not None else f"n/a ({s['why']})"))
         return out
 
+    def markdown(self) -> list[str]:
+        """The cells and eta_c per K as markdown tables (docs/phase.md's, checked against its CSV by a test)."""
+        def g(v):
+            return "open" if v is None else f"{v:.3g}"
+        out = ["| K | lr | runs | transitioned | stuck | diverged | other | share [95% CP] |",
+               "|---|---|---|---|---|---|---|---|"]
+        for r in self.cells.to_dict("records"):
+            out.append(f"| {r['k']} | {r['lr']:g} | {r['n']} | {r['transitioned']} | {r['stuck']} | {r['diverged']} | "
+                       f"{r['other']} | {r['share']:.2f} [{r['share_low']:.2f}, {r['share_high']:.2f}] |")
+        out += ["", "| K | eta_c, ours [calibrated interval] | method | the author's LS fit | bracket |",
+                "|---|---|---|---|---|"]
+        for f in self.fits:
+            ours = f"n/a ({f.reason})" if f.eta_c is None else f"{f.eta_c:.3g} [{g(f.low)}, {g(f.high)}]"
+            author = (f"{f.author_eta_c:.3g}" + ("" if f.author_se is None else f" +- {f.author_se:.2g}")
+                      if f.author_eta_c is not None else f.author_reason)
+            out.append(f"| {f.k} | {ours} | {f.method} | {author} | [{g(f.bracket_low)}, {g(f.bracket_high)}] |")
+        return out
+
     def eta_c(self) -> dict:
         return {f.k: f for f in self.fits}
 
@@ -214,12 +232,18 @@ def phase(sweep, rules: dict | None = None, sims: int = 1000, label: str | None 
     """The phase diagram of `sweep` (module docstring): eta_c per K with the profile interval calibrated for this
     sweep's design (`sims` simulated grids per scenario), checked at a fresh seed. `runs`: its `phase_table`, when
     the caller has it."""
+    label = label or str(sweep.path)
+    runs = phase_table(sweep, rules) if runs is None else runs
+    return phase_of_runs(runs, label, rules, sims)
+
+
+def phase_of_runs(runs, label: str, rules: dict | None = None, sims: int = 1000, cutoff: float | None = None) -> Phase:
+    """The phase diagram of a per-run table (`phase_table`, or its CSV from `interp phase --csv`); `cutoff` given:
+    that profile cutoff, without calibrating one."""
     import numpy as np
 
     from interp.sweeps import phase_fit as F
 
-    label = label or str(sweep.path)
-    runs = phase_table(sweep, rules) if runs is None else runs
     check_phase_sweep(runs, label)
     table = cells(runs)
     result = Phase(label, runs, table, rules=dict(rules or {}))
@@ -228,9 +252,12 @@ def phase(sweep, rules: dict | None = None, sims: int = 1000, label: str | None 
         key = (tuple(np.log(g["lr"].to_numpy(float))), tuple(g["n"].to_numpy(int)))
         if key not in designs:
             x, n = np.array(key[0]), np.array(key[1])
-            designs[key] = F.calibrate_cutoff(x, n, sims=sims) if len(x) >= 2 else F.CHI2_95
-            if not result.coverage:
-                result.coverage = F.coverage(x, n, designs[key], sims=sims, seed=1)
+            if cutoff is not None:
+                designs[key] = cutoff
+            else:
+                designs[key] = F.calibrate_cutoff(x, n, sims=sims) if len(x) >= 2 else F.CHI2_95
+                if not result.coverage:
+                    result.coverage = F.coverage(x, n, designs[key], sims=sims, seed=1)
         result.fits.append(F.fit_eta_c(int(k), g["lr"], g["transitioned"], g["n"], designs[key]))
     result.cutoff = max(designs.values()) if designs else math.nan
     result.slowing = critical_slowing(runs, result.eta_c())
