@@ -64,6 +64,7 @@ from interp.transition import LEAVE_FRACTION, SNAP_FRACTION
 _build_optimizer = build_optimizer  # the name older callers use
 _UNSET = object()
 
+
 class Diverged(InterpError):
     """Training met a non-finite loss at `step`: with stop_when_decided the run ends there, decided "diverged";
     otherwise it fails, and its status records `diverged_at` (interp.outcome reads it)."""
