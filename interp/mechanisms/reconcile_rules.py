@@ -189,7 +189,7 @@ CLAIMS: tuple[Claim, ...] = (
             "eta_sweep/analysis/fit_per_eta.py (SPEC 13.4)",
             Margin.around(c, f"a slope with no stated precision: 0.80-1.25x of {c:g}", null=0.0), FIT,
             I.OLS_T + " (Q over the dz window on log K, the transitioned runs)", "sweep",
-            SWEEP.format(preset="phase-tiny"), {**PAPER, "lr": lr, "k": (10, 36)},
+            SWEEP.format(preset="phase-tiny") + f" --grid train.lr={lr:g}", {**PAPER, "lr": lr, "k": (10, 36)},
             definition="Q summed with the held-out gradient every 50 steps (ours: every step's minibatch gradient)")
       for lr, c in ((3e-4, 9.91), (1e-3, 4.29), (3e-3, 110.2))),
     Claim("fork_full_batch", "the clean full gradient re-solves fast", "~800 steps, against >= 16,000 with noise",
