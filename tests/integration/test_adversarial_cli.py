@@ -70,6 +70,9 @@ PATH_COMMANDS = [
     ("import-out", ["import", "{R}", "--out", "{X}", "--quiet"]),
     ("import-spec", ["import", "{R}", "--out", "{T}/imported", "--spec", "{X}", "--quiet"]),
     ("evaluate", ["evaluate", "{X}", "--quiet"]),
+    ("phase", ["phase", "{X}"]),
+    ("phase-csv", ["phase", "{R}", "--csv", "{X}"]),
+    ("phase-figure", ["phase", "{R}", "--figure", "{X}"]),
 ]
 PATHLESS = {"doctor"}  # subcommands that take no path
 
