@@ -5,15 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
-
-
-def _fmt(v, spec: str = ".3g", none: str = "-") -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return none
-    return format(v, spec)
 
 
 def cmd_phase(args: argparse.Namespace) -> int:

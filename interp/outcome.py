@@ -114,7 +114,6 @@ class Tracker:
         self.rules, self.log_k = rules, log_k
         self.decision: Decision | None = None
         self._since: dict[str, int | None] = {"transition": None, "plateau": None, "diverge": None}
-        self.plateau_entry: int | None = None  # the first evaluation on the plateau
 
     def _streak(self, name: str, step: int, holds: bool) -> int | None:
         if not holds:
@@ -139,8 +138,6 @@ class Tracker:
                                                                   f"{since} to {step}")
             return self.decision
         plateau = abs(loss_cand - log_k) <= r.plateau_band * log_k and _finite(dz) and dz < r.plateau_gap
-        if plateau and self.plateau_entry is None:
-            self.plateau_entry = step
         since = self._streak("plateau", step, plateau)
         if since is not None and step >= r.stuck_after and step - since >= r.stuck_hold:
             self.decision = Decision("stuck", step, since, f"on the plateau (dz < {r.plateau_gap:g}) from step "
