@@ -27,6 +27,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interp.fastpath import run_tree, usable
+from interp.fastpath.objective import scored_logits
 from interp.names import HIERARCHY_GAPS, METRICS
 from interp.task import Task
 
@@ -53,15 +54,18 @@ def output_logprobs(
     """Log-probability of each output token, whether it is the argmax, and the first-position logits.
 
     `loss_pos` are the consecutive positions whose logits predict the next token; inputs are
-    truncated after the last of them, so nothing is computed that cannot matter.
+    truncated after the last of them, so nothing is computed that cannot matter. A plain
+    HookedTransformer runs the fast path's forward (`interp.fastpath.objective.scored_logits`);
+    a hooked one, or anything else, its own forward.
     """
     first, last = loss_pos[0], loss_pos[-1]
     targets = tokens[:, first + 1 : last + 2]
     device = _device(model)
+    fast = usable(model)  # the fast path's forward: no hook points, the last layer at the scored positions only
     logps, hits, first_logits = [], [], []
     for start in range(0, len(tokens), chunk_size):
         chunk = tokens[start : start + chunk_size, : last + 1].to(device)
-        logits = _wide(model(chunk)[:, first : last + 1])
+        logits = _wide(scored_logits(model, chunk, loss_pos) if fast else model(chunk)[:, first : last + 1])
         logp = logits.log_softmax(-1)
         tgt = targets[start : start + chunk_size].to(logits.device)
         logps.append(logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1).cpu())
