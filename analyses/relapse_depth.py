@@ -20,8 +20,10 @@ interp.mechanisms.fork_measures), and the reconciliation rows the family gives (
 FOLDER holding forks.json is read as it is; otherwise the `forks-relapse-depth-tiny` design (interp/forks/presets.py)
 is made and trained there (FOLDER/parent, FOLDER/relapse, FOLDER/family: each stage that is done is kept). The
 options cut the design down (the slow tier's check). --calibrate LRS trains the parent and one lr fork per LR
-(FOLDER/calibrate/lr-LR), prints how long each stays relapsed, and forks full_batch from each that holds 1,000
-steps at relapse+1000 for --probe-steps (default 800) to show whether the clean gradient still re-solves there.
+(FOLDER/calibrate/lr-LR), prints how long each stays relapsed (and its candidate loss there), and forks
+full_batch from each that holds 1,000 steps at relapse+1000 (relapse+4000 where it holds 4,000) for
+--probe-steps (default 800) to show whether the clean gradient still re-solves there; an lr whose fork
+diverges is a row of its own.
 The figure (escape steps per arm and fork step, the family's criterion) goes to DIR/relapse_depth.html.
 """
 
@@ -34,6 +36,7 @@ from _common import row
 
 DESIGN = "forks-relapse-depth-tiny"
 MODULES = ("all", "L0.attn", "L0.mlp", "embed", "unembed")
+PROBE_DEPTHS = (1000, 4000)  # --calibrate probes the clean gradient at the deepest of these a relapse holds
 
 
 def v_ratios(relapsed, step: int) -> dict[str, float]:
@@ -73,23 +76,34 @@ def calibrate(folder: Path, lrs: list[float], steps: int, probe_steps: int, crit
     from interp.forks.presets import fork_preset
     from interp.forks.relapse import detect, parse_relapse, relapsed_until
     from interp.forks.staged import trained_parent
+    from interp.train import Diverged
 
     design = fork_preset(DESIGN)
     parent = trained_parent(design, folder)
     crit = parse_relapse(criterion)
     for lr in lrs:
         out = folder / "calibrate" / f"lr-{lr:g}"
-        run = fork(parent, "last", f"lr:value={lr:g}", steps, out, settings=dict(design.relapse.settings), progress=False)
+        try:
+            run = fork(parent, "last", f"lr:value={lr:g}", steps, out, settings=dict(design.relapse.settings),
+                       progress=False)
+        except Diverged as exc:  # too large an lr: a row of the table, not the end of the calibration
+            print(row(f"lr {lr:g}: relapse ({crit.words})", f"never: diverged at step {exc.step}",
+                      "held 16,000 steps at 0.0125"))
+            continue
         s = run.metric_series("loss_cand", crit.metric)
         found = detect(s["step"], s["loss_cand"], s[crit.metric], run.log_k, crit)[1]
         ended = relapsed_until(s["step"], s[crit.metric], found, crit, run.log_k) if found is not None else None
         held = None if found is None else ((ended or s["step"][-1]) - found)
+        stretch = [v / run.log_k for t, v in zip(s["step"], s["loss_cand"]) if found is not None and found <= t
+                   and (ended is None or t < ended) and v == v]
+        span = f"; Lc {min(stretch):.2f}-{max(stretch):.2f} log K" if stretch else ""
         print(row(f"lr {lr:g}: relapse ({crit.words})", "never" if found is None else
-                  f"at {found}, held {held} steps" + (" (to the end)" if ended is None else f" (re-solved at {ended})"),
-                  "held 16,000 steps at 0.0125"))
+                  f"at {found}, held {held} steps" + (" (to the end)" if ended is None else f" (re-solved at {ended})")
+                  + span, "held 16,000 steps at 0.0125"))
         if found is None or held < 1000:
             continue
-        probe = fork(run, f"{found + 1000}" if (found + 1000) in set(run.steps) else "last", "full_batch", probe_steps,
+        depth = max(h for h in PROBE_DEPTHS if h < held)  # the deepest state of the design's depths this relapse holds
+        probe = fork(run, f"{found + depth}" if (found + depth) in set(run.steps) else "last", "full_batch", probe_steps,
                      folder / "calibrate" / f"probe-lr-{lr:g}", settings={"eval_every": 25, "save_optimizer": False},
                      progress=False)
         from interp.forks.escape import parse_escape
