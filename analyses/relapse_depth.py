@@ -3,8 +3,8 @@
 The author's forks (SPEC 9.2) start from a state that sat relapsed for 16,000 steps; forks-relapse-tiny's started 25
 steps into its relapse. AdamW's second moment forgets on a scale of 1 / (1 - beta2) = 1,000 steps, so a state
 forked that early still carries the solved state's v. Here the relapse's depth is an axis: the family forks the
-relapsed state held H = 0 and 1,000 steps (`interp fork --at relapse+H`; 4,000 lies past the tiny relapse's stretch,
-docs/forks.md), under the author's arms (full_batch,
+relapsed state held H = 0, 1,000 and 4,000 steps (`interp fork --at relapse+H`; the relapse at 0.04, 13.3x the
+parent's lr, holds past 5,000 steps: docs/forks.md), under the author's arms (full_batch,
 minibatch, isotropic noise, v-only noise with isotropic xi), 3 fork seeds each and the author's held escape
 (loss_first < 3.0 held 500 steps). Printed per depth: the second moment's state (v_mean.all of the relapsed run at
 the fork step over the solved parent's at the step the relapse forked, with the attention and MLP modules), then
@@ -74,7 +74,7 @@ def v_ratios(relapsed, step: int) -> dict[str, float]:
 def calibrate(folder: Path, lrs: list[float], steps: int, probe_steps: int, criterion: str) -> None:
     from interp.forks.fork import fork
     from interp.forks.presets import fork_preset
-    from interp.forks.relapse import detect, parse_relapse, relapsed_until
+    from interp.forks.relapse import detect, parse_relapse, relapse_at, relapsed_until
     from interp.forks.staged import trained_parent
     from interp.train import Diverged
 
@@ -103,7 +103,7 @@ def calibrate(folder: Path, lrs: list[float], steps: int, probe_steps: int, crit
         if found is None or held < 1000:
             continue
         depth = max(h for h in PROBE_DEPTHS if h < held)  # the deepest state of the design's depths this relapse holds
-        probe = fork(run, f"{found + depth}" if (found + depth) in set(run.steps) else "last", "full_batch", probe_steps,
+        probe = fork(run, str(relapse_at(run, crit, depth)), "full_batch", probe_steps,  # the kept state at or after it
                      folder / "calibrate" / f"probe-lr-{lr:g}", settings={"eval_every": 25, "save_optimizer": False},
                      progress=False)
         from interp.forks.escape import parse_escape
@@ -112,7 +112,7 @@ def calibrate(folder: Path, lrs: list[float], steps: int, probe_steps: int, crit
         series = probe.metric_series(esc.metric)
         at = probe.fork["parent_step"]
         t = esc.judge(series["step"], series[esc.metric], at, probe.log_k)
-        print(row(f"    full_batch from step {at}", "no escape in " + str(probe_steps) if t is None else
+        print(row(f"    full_batch from step {at} (relapse+{depth})", "no escape in " + str(probe_steps) if t is None else
                   f"escapes after {t - at} steps ({esc.words})", "re-solves in ~800 steps"))
         print(row("    v_mean.all there / at the solved state", f"{v_ratios(run, at).get('all', math.nan):.3g}", "-"))
 

@@ -83,17 +83,19 @@ FORK_PRESETS["forks-relapse-tiny"] = ForkDesign(  # the author's fork experiment
 )
 
 
-# issue 46: the relapse's depth as an axis. The author's state sat relapsed 16,000 steps; AdamW's second moment
-# forgets on 1 / (1 - beta2) = 1,000 steps, so the family forks the relapsed state at its relapse and held H = 1,000
-# steps (`--at relapse+H`) under the author's arms, 3 seeds, his held escape. D = 500 (n_bases 50): a full gradient
-# costs about 4 minibatch steps. At 10x the parent's lr (0.03) the relapse comes 25 steps into the lr fork and holds
-# 1,425 steps before the minibatch continuation re-solves on its own, so a depth of 4,000 lies past its stretch
-# (5x never held a relapse; higher lrs were not calibrated). The horizon, 1,500, is about 3x the clean arm's escape
-# at the relapse (~450 steps at this lr): a longer trap reads as a lower bound, all this CPU budget allows.
-# Calibrated with `python analyses/relapse_depth.py --calibrate` (docs/forks.md, "The relapse's depth")
+# issues 46 and 53: the relapse's depth as an axis. The author's state sat relapsed 16,000 steps; AdamW's second
+# moment forgets on 1 / (1 - beta2) = 1,000 steps, so the family forks the relapsed state at its relapse and held
+# H = 1,000 and 4,000 steps (`--at relapse+H`) under the author's arms, 3 seeds, his held escape. D = 500 (n_bases
+# 50): a full gradient costs about 4 minibatch steps. Calibrated with `python analyses/relapse_depth.py --calibrate`
+# (docs/forks.md, "The relapse's depth"): at 10x the parent's lr (0.03) the relapse re-solves by itself after 1,425
+# steps, at 12.5x (0.0375, the author's own ratio) after 4,550; at 13.3x (0.04) it holds to the end of 6,000 steps
+# and the full gradient from relapse+4000 escapes in 800 (the author's ~800); at 15x and 20x it holds too, but the
+# full gradient from relapse+4000 does not escape in 1,500 steps (nor at 12.5x). So the relapse is 0.04's, 5,000 steps (kept
+# states every 100). The horizon, 1,500, is about 2x the clean arm's escape at the deepest step: a longer trap reads
+# as a lower bound, all this CPU budget allows.
 FORK_PRESETS["forks-relapse-depth-tiny"] = ForkDesign(
     parent=FORK_PRESETS["forks-tiny"].parent.override(n_bases=50),
-    at="relapse,relapse+1000",
+    at="relapse,relapse+1000,relapse+4000",
     arms="full_batch,minibatch,isotropic_noise,v_only_noise:xi=isotropic",
     seeds=(0, 1, 2),
     horizon=1500,
@@ -101,7 +103,7 @@ FORK_PRESETS["forks-relapse-depth-tiny"] = ForkDesign(
     gamma_window="100:500",
     settings=(("eval_every", 25), ("checkpoint_every", 500), ("save_optimizer", False), ("stop_after_snap", 600)),
     escape="loss_first<3.0,hold=500",
-    relapse=RelapseStage(lr=0.03, steps=1500, criterion="loss_cand>0.9logK,hold=100",
+    relapse=RelapseStage(lr=0.04, steps=5000, criterion="loss_cand>0.9logK,hold=100",
                          settings=(("save_optimizer", True), ("checkpoint_every", 100), ("eval_every", 25),
                                    ("densify", False), ("early_checkpoints", False), ("stop_after_snap", None))),
 )
