@@ -44,3 +44,18 @@ def test_the_relapse_depth_design_cut_down_runs_end_to_end(tmp_path):
     assert out.count("v_mean / the solved state's") == 2, out  # one block per depth
     assert "minibatch / full_batch escape" in out and "reconciliation of" in out
     assert (tmp_path / "relapse_depth.html").stat().st_size > 10_000
+
+
+def test_the_relapse_calibration_prints_each_lr_and_probes_the_deepest_depth_held(tmp_path):
+    # the design's parent, one lr fork at the design's relapse lr (0.04, which holds its relapse to the end) cut to
+    # 1,400 steps, and the full gradient probed at relapse+1000 (the deepest of 1,000 and 4,000 it holds)
+    script = ROOT / "analyses" / "relapse_depth.py"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "depth"), "--calibrate", "0.04",
+                             "--relapse-steps", "1400", "--probe-steps", "100"], capture_output=True, text=True,
+                            cwd=tmp_path, env=env, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "lr 0.04: relapse" in out and "held" in out and "log K" in out, out
+    assert "(relapse+1000)" in out and "v_mean.all there" in out, out
+    assert (tmp_path / "depth" / "calibrate" / "probe-lr-0.04").is_dir()
