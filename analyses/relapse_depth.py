@@ -18,7 +18,8 @@ interp.mechanisms.fork_measures), and the reconciliation rows the family gives (
                                      [--out DIR]
 
 FOLDER holding forks.json is read as it is; otherwise the `forks-relapse-depth-tiny` design (interp/forks/presets.py)
-is made and trained there (FOLDER/parent, FOLDER/relapse, FOLDER/family: each stage that is done is kept). The
+is made and trained there (FOLDER/parent, FOLDER/relapse, FOLDER/family: each stage that is done is kept, and a
+family there with forks not done, interrupted say, is finished first). The
 options cut the design down (the slow tier's check). --calibrate LRS trains the parent and one lr fork per LR
 (FOLDER/calibrate/lr-LR), prints how long each stays relapsed (and its candidate loss there), and forks
 full_batch from each that holds 1,000 steps at relapse+1000 (relapse+4000 where it holds 4,000) for
@@ -122,9 +123,15 @@ def family_in(folder: Path, args):
     from interp.forks.presets import fork_preset
     from interp.forks.staged import build
 
-    for where in (folder, folder / "family"):
-        if ForkFamily.is_family(where):
-            return ForkFamily.open(where)
+    if ForkFamily.is_family(folder):
+        return ForkFamily.open(folder)
+    if ForkFamily.is_family(folder / "family"):  # made here stage by stage: its unfinished forks are trained first
+        family = ForkFamily.open(folder / "family")
+        if (family.table()["status"] != "done").any():
+            print(f"finishing {family.path} (trains only the forks not done)", file=sys.stderr)
+            family.train(workers=args.workers or fork_preset(DESIGN).workers, progress=False)
+            family = ForkFamily.open(folder / "family")
+        return family
     design = fork_preset(DESIGN)
     changes = {k: v for k, v in (("arms", args.arms), ("horizon", args.horizon), ("escape", args.escape),
                                                  ("gamma_window", args.gamma_window)) if v}
