@@ -90,8 +90,8 @@ FORK_PRESETS["forks-relapse-tiny"] = ForkDesign(  # the author's fork experiment
 # (docs/forks.md, "The relapse's depth"): at 10x the parent's lr (0.03) the relapse re-solves by itself after 1,425
 # steps, at 12.5x (0.0375, the author's own ratio) after 4,550; at 13.3x (0.04) it holds to the end of 6,000 steps
 # and the full gradient from relapse+4000 escapes in 800 (the author's ~800); at 15x and 20x it holds too, but the
-# full gradient from relapse+4000 does not escape in 1,500 steps (nor at 12.5x). So the relapse is 0.04's, 5,000 steps (kept
-# states every 100). The horizon, 1,500, is about 2x the clean arm's escape at the deepest step: a longer trap reads
+# full gradient from relapse+4000 does not escape in 1,500 steps (nor at 12.5x). So the relapse is 0.04's, 5,000
+# steps (kept states every 100). The horizon, 1,500, is about 2x the clean arm's escape at the deepest step: a longer trap reads
 # as a lower bound, all this CPU budget allows.
 FORK_PRESETS["forks-relapse-depth-tiny"] = ForkDesign(
     parent=FORK_PRESETS["forks-tiny"].parent.override(n_bases=50),
