@@ -263,7 +263,7 @@ def main() -> None:
             m, why = escape_ratio(at, name, "full_batch")
             bound = f"{m.extra.get('bound')} " if m is not None and m.extra.get("bound") else ""
             value = "" if m is None else (f"{bound}{m.value:.3g} (one fork: no interval)" if m.low != m.low
-                                          else f"{bound}{m.as_estimate().text()}")
+                                          else m.as_estimate().text())  # the estimate writes its own bound
             print(row(f"    {name} / full_batch escape", why if m is None else f"{value} ({m.n_runs} forks)",
                       "traps: >= 20x (isotropic), 5.75x (v-only)"))
     print(reconcile(family.path).summary())

@@ -27,6 +27,7 @@ import pandas as pd
 
 from interp.analysis import registry
 from interp.errors import InterpError
+from interp.mechanisms.intervals import bound_prefix
 from interp.mechanisms.rules import Measure
 from interp.seeding import numpy_generator
 
@@ -381,6 +382,6 @@ def forks_measure(table: pd.DataFrame, arm: str = "full_batch", reference: str =
     if labels:  # which noise reached the second moment: the label says xi=measured or xi=isotropic
         ratios = [(label, escape_ratio(table, label, reference, deepest=deepest)[0]) for label in labels]
         detail += "; noise in the second moment only (v_only_noise), ratio to " + reference + ": " + ", ".join(
-            f"{label} {r.as_estimate().bound + ' ' if r is not None and r.as_estimate().bound else ''}"
+            f"{label} {bound_prefix(r.as_estimate().bound) if r is not None else ''}"
             f"{r.value:.3g}" if r is not None else f"{label} undefined" for label, r in ratios)
     return replace(m, detail=detail), ""

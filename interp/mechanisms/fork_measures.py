@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from interp.errors import InterpError
-from interp.mechanisms.intervals import Estimate, log_ratio_t, mean_t
+from interp.mechanisms.intervals import BOTH_CENSORED, Estimate, log_ratio_t, mean_t
 from interp.mechanisms.rules import Measure
 
 
@@ -137,9 +137,9 @@ def escape_ratio(table, arm: str, reference: str, y: str | None = None,
               + (f", {n_cens} censored (the ratio's bound)" if n_cens else "")
               + (f", {num_undef + den_undef} without an escape left out" if num_undef + den_undef else ""))
     # a censored side makes the value a bound: "<=" with censored reference forks (a later escape there can only
-    # lower the ratio), ">=" with censored forks of the arm, none when both or neither are censored
+    # lower the ratio), ">=" with censored forks of the arm, BOTH_CENSORED (no bound either way) when both are
     num_cens, den_cens = any(math.isinf(h) for _, h in num), any(math.isinf(h) for _, h in den)
-    bound = "<=" if den_cens and not num_cens else ">=" if num_cens and not den_cens else ""
+    bound = (BOTH_CENSORED if num_cens and den_cens else "<=" if den_cens else ">=" if num_cens else "")
     return Measure.of(e, detail, {"fork_step": step, "label": label, "n_x": 0, "bound": bound}), ""
 
 

@@ -41,6 +41,14 @@ WELCH_LOG = "Welch t on the log escapes (ratio of geometric means)"
 EXACT_SHARE = "exact (Clopper-Pearson) binomial interval"
 
 
+BOTH_CENSORED = "<>"  # a ratio whose both sides hold censored replicates: neither ">=" nor "<="
+
+
+def bound_prefix(bound: str) -> str:
+    """How a value's bound is written before it: ">= ", "<= ", "censored both ways: " or nothing."""
+    return "censored both ways: " if bound == BOTH_CENSORED else f"{bound} " if bound else ""
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A value with its LEVEL interval and what it rests on.
@@ -48,7 +56,8 @@ class Estimate:
     `scale` is where the interval is symmetric ("log": a ratio or a geometric mean), `se` and `df` the
     standard error and t degrees of freedom there (NaN where no t applies); `params` the parameters fitted
     (df = n - params), `n_x` the distinct x values of a slope, `successes` the count of a share.
-    `bound` is "" for a value, ">=" or "<=" when censored replicates make the value itself a bound."""
+    `bound` is "" for a value, ">=" or "<=" when censored replicates make the value itself a bound, and BOTH_CENSORED
+    when both sides of a ratio hold censored replicates (the value is then no bound either way)."""
 
     value: float
     low: float
@@ -70,7 +79,7 @@ class Estimate:
 
     def text(self) -> str:
         hi = "inf" if math.isinf(self.high) else f"{self.high:.3g}"
-        return f"{self.bound + ' ' if self.bound else ''}{self.value:.3g} [{self.low:.3g}, {hi}]"
+        return f"{bound_prefix(self.bound)}{self.value:.3g} [{self.low:.3g}, {hi}]"
 
 
 def _t(level: float, df):
@@ -221,7 +230,7 @@ def log_ratio_t(num: list[tuple[float, float]], den: list[tuple[float, float]], 
 
     Each escape is an interval (low, high]: an escape seen at evaluation step t is (t - resolution, t], a
     censored one (bound, inf). The value is the ratio at the seen steps (at the bounds for censored forks:
-    then a bound, ">=" when num is censored, "<=" when den is); the interval is `ratio_ends`', so it holds every
+    then a bound, ">=" when num is censored, "<=" when den is, BOTH_CENSORED and no bound when both are); the interval is `ratio_ends`', so it holds every
     true escape the data allow. With `den_fixed` the den arm has no randomness of its own (full_batch: one fork
     stands for every seed) and enters as a constant: a one-sample t on num. None when an arm has no escape or a
     random arm has one fork only. `num_fixed`: the num arm is the constant one (the reciprocal of den over num)."""
@@ -229,7 +238,7 @@ def log_ratio_t(num: list[tuple[float, float]], den: list[tuple[float, float]], 
         inv = log_ratio_t(den, num, level, den_fixed=True)
         if inv is None:
             return None
-        flip = {">=": "<=", "<=": ">=", "": ""}[inv.bound]
+        flip = {">=": "<=", "<=": ">=", "": "", BOTH_CENSORED: BOTH_CENSORED}[inv.bound]
         return Estimate(1 / inv.value, 1 / inv.high if inv.high > 0 else math.inf,
                         1 / inv.low if inv.low > 0 else math.inf, inv.n, inv.method, "log", se=inv.se, df=inv.df,
                         level=level, params=inv.params, bound=flip)
@@ -238,7 +247,8 @@ def log_ratio_t(num: list[tuple[float, float]], den: list[tuple[float, float]], 
     n_lo, n_hi, d_lo, d_hi = _logs(num, 0), _logs(num, 1), _logs(den, 0), _logs(den, 1)
     n_seen = np.where(np.isfinite(n_hi), n_hi, n_lo)
     d_seen = np.where(np.isfinite(d_hi), d_hi, d_lo)
-    bound = ">=" if not np.isfinite(n_hi).all() else "<=" if not np.isfinite(d_hi).all() else ""
+    num_cens, den_cens = not np.isfinite(n_hi).all(), not np.isfinite(d_hi).all()
+    bound = BOTH_CENSORED if num_cens and den_cens else ">=" if num_cens else "<=" if den_cens else ""
     value = float(np.exp(n_seen.mean() - d_seen.mean()))
     low, high = (float(v) for v in ratio_ends(n_lo, n_hi, d_lo, d_hi, level, den_fixed))
     a, b = n_seen, d_seen

@@ -288,7 +288,7 @@ def _usable(m: Measure | None) -> bool:
 def _said(m: Measure) -> str:
     arm = f"{m.extra['arm']} " if m.extra.get("arm") else ""
     e = m.as_estimate()
-    bound = f"{e.bound} " if e.bound else ""
+    bound = I.bound_prefix(e.bound)
     if math.isnan(m.low) and math.isnan(m.high):
         return f"{arm}{bound}{m.value:.3g}"
     return f"{arm}{bound}{m.value:.3g} [{m.lo:.3g}, {'inf' if math.isinf(m.hi) else f'{m.hi:.3g}'}]"
@@ -333,7 +333,8 @@ def _more(c: Claim, m: Measure) -> str:
     n = Q.replicates_to_decide(c.margin, c.evidence, e)
     unit = c.evidence.unit.split(" (")[0]
     if n is None:
-        why = "a bound, not a value" if e.bound else "its value lies on the margin's edge or no spread is measured"
+        why = ("censored on both sides: a longer horizon, not more replicates, would time them" if e.bound == I.BOTH_CENSORED
+               else "a bound, not a value" if e.bound else "its value lies on the margin's edge or no spread is measured")
         return f"more replicates are not expected to decide it ({why})"
     return f"about {n} {unit} ({n - e.n} more) would be expected to decide it if the spread stays as observed"
 

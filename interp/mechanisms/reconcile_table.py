@@ -7,6 +7,7 @@ import html
 import math
 from dataclasses import dataclass, field
 
+from interp.mechanisms.intervals import bound_prefix
 from interp.mechanisms.reconcile_rules import VERDICTS
 
 
@@ -95,7 +96,7 @@ def value_text(r: dict, prefix: str) -> str:
     v, lo, hi = r[f"{prefix}value"], r[f"{prefix}low"], r[f"{prefix}high"]
     if v is None or not math.isfinite(v):
         return "—"
-    bound = f"{r.get(f'{prefix}bound')} " if r.get(f"{prefix}bound") else ""  # a value resting on censored forks
+    bound = bound_prefix(r.get(f"{prefix}bound") or "")  # a value resting on censored forks
     if lo is None or hi is None or (math.isnan(lo) and math.isnan(hi)):
         return f"{bound}{v:.3g}"
     return f"{bound}{v:.3g} [{lo:.3g}, {'inf' if math.isinf(hi) else f'{hi:.3g}'}]"

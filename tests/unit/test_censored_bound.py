@@ -82,3 +82,30 @@ def test_the_verdicts_ratio_is_a_bound_and_is_shown_as_one():
     assert abs(m.value - (10 * 20 * 10) ** (1 / 3) / (60 * 60 * 300) ** (1 / 3)) < 1e-9
     text = value_text({"value": m.value, "low": m.low, "high": m.high, "bound": m.extra["bound"]}, "")
     assert text.startswith("<= 0.123")
+
+
+def test_a_ratio_censored_on_both_sides_is_no_bound_either_way():
+    """One full_batch fork censored too (as forks-relapse-depth-tiny's H = 1,000): a later escape of the arm raises the
+    ratio, one of the reference lowers it, so the value is written "censored both ways", never ">=" or "<=", and
+    no count of replicates is promised to decide it."""
+    import dataclasses
+
+    from interp.mechanisms import equivalence as Q
+    from interp.mechanisms.fork_measures import escape_ratio
+    from interp.mechanisms.intervals import BOTH_CENSORED
+    from interp.mechanisms.reconcile_rules import CLAIMS, _more
+    from interp.mechanisms.reconcile_table import value_text
+
+    table = _table().assign(label=lambda t: t["arm"])
+    table.loc[2, ["escape", "censored_escape", "escape_bound"]] = [math.nan, True, 250.0]
+    m, _ = escape_ratio(table, "minibatch", "full_batch", y="escape")
+    e = m.as_estimate()
+    assert m.extra["bound"] == e.bound == BOTH_CENSORED
+    assert math.isinf(m.hi) and e.text().startswith("censored both ways: ")
+    text = value_text({"value": m.value, "low": m.low, "high": m.high, "bound": m.extra["bound"]}, "")
+    assert text.startswith("censored both ways: ") and ">=" not in text and "<=" not in text
+    claim = next(c for c in CLAIMS if c.key == "fork_isotropic")
+    assert Q.replicates_to_decide(claim.margin, claim.evidence, e) is None
+    assert "a longer horizon" in _more(claim, dataclasses.replace(m))
+    one_side = _table().assign(label=lambda t: t["arm"])
+    assert escape_ratio(one_side, "minibatch", "full_batch", y="escape")[0].as_estimate().bound == ">="

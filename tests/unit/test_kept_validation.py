@@ -35,7 +35,7 @@ def _set(column, value, row=0):
 
 CASES = [
     ("duplicated-rows", "landauer-dense-wide-tiny.csv", lambda t: pd.concat([t, t.iloc[:3]]), "has 2 rows"),
-    ("duplicated-fork", "forks-relapse-depth-tiny.csv", lambda t: pd.concat([t, t.iloc[[0]]]), "has 2 rows"),
+    ("duplicated-fork", "forks-relapse-depth-tiny-lr0.03.csv", lambda t: pd.concat([t, t.iloc[[0]]]), "has 2 rows"),
     ("no-escape", "forks-tiny.csv", lambda t: t.drop(columns=["escape"]), "needs the column(s) escape"),
     ("fork-step-text", "forks-tiny.csv", _set("fork_step", "fifty", 2), "column fork_step holds 'fifty'"),
     ("censored-maybe", "forks-tiny.csv", _set("censored_escape", "maybe"), "column censored_escape holds 'maybe'"),
