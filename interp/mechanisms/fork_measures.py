@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from interp.errors import InterpError
-from interp.mechanisms.intervals import BOTH_CENSORED, Estimate, log_ratio_t, mean_t
+from interp.mechanisms.intervals import Estimate, log_ratio_t, mean_t, ratio_bound
 from interp.mechanisms.rules import Measure
 
 
@@ -136,11 +136,7 @@ def escape_ratio(table, arm: str, reference: str, y: str | None = None,
                  if fixed or num_fixed else "")
               + (f", {n_cens} censored (the ratio's bound)" if n_cens else "")
               + (f", {num_undef + den_undef} without an escape left out" if num_undef + den_undef else ""))
-    # a censored side makes the value a bound: "<=" with censored reference forks (a later escape there can only
-    # lower the ratio), ">=" with censored forks of the arm, BOTH_CENSORED (no bound either way) when both are
-    num_cens, den_cens = any(math.isinf(h) for _, h in num), any(math.isinf(h) for _, h in den)
-    bound = (BOTH_CENSORED if num_cens and den_cens else "<=" if den_cens else ">=" if num_cens else "")
-    return Measure.of(e, detail, {"fork_step": step, "label": label, "n_x": 0, "bound": bound}), ""
+    return Measure.of(e, detail, {"fork_step": step, "label": label, "n_x": 0, "bound": ratio_bound(num, den)}), ""
 
 
 def gamma(table, arm: str, label_filter: str = "", deepest: bool = False) -> tuple[Measure | None, str]:

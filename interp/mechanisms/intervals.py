@@ -224,6 +224,13 @@ def _logs(pairs, end: int) -> np.ndarray:
         return np.log(np.where(v > 0, v, 0.0))
 
 
+def ratio_bound(num: list[tuple[float, float]], den: list[tuple[float, float]]) -> str:
+    """The bound a ratio of escapes (low, high] at the seen steps is: ">=" with censored forks (high inf) on top only
+    (a later escape there can only raise it), "<=" with censored forks below only, BOTH_CENSORED with both, else ""."""
+    num_cens, den_cens = any(math.isinf(h) for _, h in num), any(math.isinf(h) for _, h in den)
+    return BOTH_CENSORED if num_cens and den_cens else ">=" if num_cens else "<=" if den_cens else ""
+
+
 def log_ratio_t(num: list[tuple[float, float]], den: list[tuple[float, float]], level: float = LEVEL,
                 den_fixed: bool = False, num_fixed: bool = False) -> Estimate | None:
     """The ratio of the geometric means of two arms' escapes, num over den, with Welch's t interval on the logs.
@@ -247,8 +254,7 @@ def log_ratio_t(num: list[tuple[float, float]], den: list[tuple[float, float]], 
     n_lo, n_hi, d_lo, d_hi = _logs(num, 0), _logs(num, 1), _logs(den, 0), _logs(den, 1)
     n_seen = np.where(np.isfinite(n_hi), n_hi, n_lo)
     d_seen = np.where(np.isfinite(d_hi), d_hi, d_lo)
-    num_cens, den_cens = not np.isfinite(n_hi).all(), not np.isfinite(d_hi).all()
-    bound = BOTH_CENSORED if num_cens and den_cens else ">=" if num_cens else "<=" if den_cens else ""
+    bound = ratio_bound(num, den)
     value = float(np.exp(n_seen.mean() - d_seen.mean()))
     low, high = (float(v) for v in ratio_ends(n_lo, n_hi, d_lo, d_hi, level, den_fixed))
     a, b = n_seen, d_seen
